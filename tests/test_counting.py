@@ -1,0 +1,36 @@
+"""dtbook.parallel.counting: exact calls and bytes, against what each call was given."""
+
+from dtbook.dist import launch
+
+
+def _worker(rank, world_size):
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    from dtbook.parallel.counting import CommCounter
+
+    mesh = init_device_mesh("cpu", (world_size,))
+    before = dist.all_reduce
+    with CommCounter() as c:
+        dist.all_reduce(torch.ones(10))                                  # 40 B
+        dist.all_gather_into_tensor(torch.empty(10 * world_size), torch.ones(10))
+        d = distribute_tensor(torch.ones(8, 4), mesh, [Shard(0)])
+        d.redistribute(mesh, [Replicate()]).to_local()                   # functional all-gather
+        if rank == 0:
+            dist.send(torch.ones(3, dtype=torch.float64), 1)
+        else:
+            dist.recv(torch.empty(3, dtype=torch.float64), 0)
+    return c.counts(), c.bytes(), dist.all_reduce is before  # restored on exit
+
+
+def test_counts_module_and_functional_collectives():
+    for counts, nbytes, restored in launch(_worker, 2, timeout=120):
+        assert restored
+        assert counts["all_reduce"] == 1 and nbytes["all_reduce"] == 40
+        # one explicit all-gather (80 B gathered) and one from DTensor (8x4 fp32 = 128 B)
+        assert counts["all_gather_into_tensor"] == 2
+        assert nbytes["all_gather_into_tensor"] == 80 + 128
+        p2p = counts.get("send", 0) + counts.get("recv", 0)
+        assert p2p == 1 and nbytes.get("send", nbytes.get("recv")) == 24
