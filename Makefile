@@ -10,6 +10,8 @@ READY := $(VENV)/.ready
 # Cells may launch gloo demos; none should come near this, but a hang must not stall CI.
 CELL_TIMEOUT ?= 240
 WORKERS ?= 2
+# Extra pytest options, e.g. PYTEST_EXTRA=--durations=0 (benchmarks/under_load.sh uses it).
+PYTEST_EXTRA ?=
 
 .PHONY: book test clean
 
@@ -26,7 +28,7 @@ book: $(READY)
 test: $(READY)
 	$(PY) -m pytest -n $(WORKERS) --dist loadfile \
 		--nbval-lax --nbval-current-env --nbval-cell-timeout=$(CELL_TIMEOUT) \
-		tests chapters
+		$(PYTEST_EXTRA) tests chapters
 
 clean:
 	rm -rf _build .pytest_cache

@@ -28,12 +28,19 @@ from pathlib import Path
 import numpy as np
 import sympy as sp
 from sympy.parsing.sympy_parser import (convert_xor, implicit_multiplication, parse_expr,
-                                        standard_transformations)
+                                        split_symbols_custom, standard_transformations)
 
 from dtbook import symbolic
 from dtbook.units import Quantity, parse_quantity
 
-__all__ = ["exercise", "check", "get", "registry", "Exercise", "Result", "AnswerError"]
+__all__ = ["exercise", "check", "get", "registry", "Exercise", "Result", "AnswerError",
+           "PRECISION_POLICY"]
+
+PRECISION_POLICY = (
+    "A number is graded right when it matches the reference to the significant figures you "
+    "typed, with at least two (for a reference of 3.834 GB, \"3.8 GB\" is right and \"4 GB\" "
+    "is too coarse), or when it lies within the exercise's tolerance, 1% unless it says "
+    "otherwise.")
 
 _KINDS = (None, "number", "expr", "choice", "bool")
 _DIMS = {"bytes": "a size in bytes", "seconds": "a time", "flop": "a FLOP count",
@@ -44,10 +51,20 @@ _BINARY = [(2**10 / 1e3, "KiB vs KB"), (2**20 / 1e6, "MiB vs MB"), (2**30 / 1e9,
 _TIMES = [(60, "seconds vs minutes"), (3600, "seconds vs hours"), (24, "hours vs days"),
           (86400, "seconds vs days")]
 _YES, _NO = {"yes", "y", "true", "t"}, {"no", "n", "false", "f"}
+_ID = re.compile(r"\d{1,3}[a-z]?\.\d{1,3}")
+_TOO_BIG = 1e300       # no answer in this book comes near; larger ones are not read
+_MAX_EXPONENT = 1000   # a typed power larger than this is refused before it is computed
+_MAX_TEXT = 400        # characters of a typed expression
+_ORDERS = {1: "an order of magnitude", 2: "two orders of magnitude", 3: "three orders of magnitude",
+           4: "four orders of magnitude", 5: "five orders of magnitude"}
 
 
 class AnswerError(ValueError):
     """An answer that cannot be read; the message says why."""
+
+
+class _WrongDimension(Exception):
+    """A readable answer of the wrong kind (a time where a size is asked)."""
 
 
 class UnknownExercise(KeyError, ValueError):
@@ -79,7 +96,9 @@ def _fmt(si: float, unit: str) -> str:
         scale, suffix = next((m for m in ((1e9, "B"), (1e6, "M"), (1e3, "k")) if abs(v) >= m[0]),
                              (1, ""))
         return f"${v / scale:.4g}{suffix}"
-    return {"%": f"{v:.4g}%", "": f"{v:.4g}"}.get(unit, f"{v:.4g} {unit}")
+    # whole counts in the ten-thousands to hundreds of millions read best with separators
+    number = f"{v:,.0f}" if 1e4 <= abs(v) < 1e9 else f"{v:.4g}"
+    return {"%": f"{v:.4g}%", "": number}.get(unit, f"{number}{'' if unit.startswith('/') else ' '}{unit}")
 
 
 def _leaves(tree):
@@ -90,9 +109,62 @@ def _leaves(tree):
     return [tree]
 
 
+_PLAIN_NAMES = {int: "a whole number", float: "a number", str: "a string", list: "a list",
+                tuple: "a tuple", dict: "a dict", set: "a set", bytes: "bytes", complex:
+                "a complex number", type(None): "nothing"}
+
+
 def _a(x) -> str:
+    """What a reader passed, in words: "a list", "a function"; never a library's internals."""
+    for t, words in _PLAIN_NAMES.items():
+        if type(x) is t:
+            return words
+    if callable(x):
+        return "a function (call it and pass its result)"
+    module = type(x).__module__ or ""
+    if module.startswith("sympy") and not isinstance(x, sp.Basic):
+        return "a SymPy object that is not an expression"
+    if isinstance(x, np.ndarray) or module.startswith(("numpy", "torch")):
+        return "an array"
     name = type(x).__name__
-    return ("an " if name[0] in "aeiou" else "a ") + name
+    return ("an " if name[0].lower() in "aeiou" else "a ") + name
+
+
+def _show(x, width=60) -> str:
+    """A short repr without memory addresses."""
+    text = re.sub(r" at 0x[0-9a-fA-F]+", "", repr(x))
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _sig_figs(number_text: str) -> int:
+    """Significant figures of a typed number: "3.8" 2, "3.80" 3, "4e9" 1, "400" 1."""
+    mantissa = re.split(r"[eE]", number_text.strip().lstrip("+-"))[0].replace(",", "").replace("_", "")
+    digits = mantissa.replace(".", "").lstrip("0")
+    if "." not in mantissa:
+        digits = digits.rstrip("0")  # 400: the zeros may only place the point
+    return max(1, len(digits))
+
+
+def _round_sf(x: float, figures: int) -> float:
+    if x == 0 or not math.isfinite(x):
+        return x
+    return round(x, figures - 1 - math.floor(math.log10(abs(x))))
+
+
+@dataclass
+class _Typed:
+    """A numeric answer read: its SI value, and the number as typed with its unit's scale
+    and significant figures (None where the reader passed a computed value)."""
+    value: float
+    number: float | None = None
+    scale: float = 1.0
+    figures: int | None = None
+    note: str = ""
+
+
+_SI_UNIT = {"bytes": "B", "seconds": "s", "flop": "FLOP", "flop/s": "FLOP/s", "bytes/s": "B/s",
+            "USD": "USD", "1/s": "/s", "1": ""}
+_ARITHMETIC = re.compile(r"[\d\s.,_eE+\-*/()^]+")
 
 
 def _unanswered(x) -> bool:
@@ -108,17 +180,22 @@ def _number(x) -> float:
             raise AnswerError(f"got the expression {x}; this answer is a number")
         try:
             v = float(x)
-        except TypeError:
-            raise AnswerError(f"got {x}, which is not a real number") from None
+        except (TypeError, OverflowError):
+            raise AnswerError(f"got {_show(x)}, which is not a real number of a readable "
+                              "size") from None
     elif isinstance(x, numbers.Real):
-        v = float(x)
+        try:
+            v = float(x)
+        except OverflowError:
+            raise AnswerError("got a number too large to be an answer here") from None
     elif hasattr(x, "ndim") and hasattr(x, "item"):  # NumPy arrays and scalars, torch tensors
         if x.ndim != 0:
             raise AnswerError(f"got an array of shape {tuple(x.shape)}; pass one number "
                               "(for a one-element array or tensor, use .item())")
         return _number(x.item())
     else:
-        raise AnswerError(f"got {_a(x)} ({x!r:.60}); this answer is one number")
+        shown = f" ({_show(x)})" if isinstance(x, (str, list, tuple, dict, set)) else ""
+        raise AnswerError(f"got {_a(x)}{shown}; this answer is one number")
     if not math.isfinite(v):
         raise AnswerError(f"got {v}; the answer must be a finite number")
     return v
@@ -128,18 +205,23 @@ def _near(r: float, target: float, tol: float) -> bool:
     return abs(math.log(r / target)) <= math.log1p(tol)
 
 
-def _diagnose(r: float, tol: float, dim: str) -> str:
-    """Say how an answer that is r times the reference is off."""
+def _diagnose(r: float, tol: float, dim: str, fits=None, percent_slip=False) -> str:
+    """Say how an answer that is r times the reference is off. ``fits(c)``, when given, says
+    whether the digits the reader typed are those of the reference times c: a unit slip is
+    named only when they are, so an answer rounded differently is never blamed on GiB."""
     if r < 0:
         return "has the wrong sign" + ("" if _near(-r, 1, tol) else
-                                       " and " + _diagnose(-r, tol, dim).removeprefix("is "))
+                                       " and " + _diagnose(-r, tol, dim, fits, percent_slip)
+                                       .removeprefix("is "))
     if r == 0:
         return "is zero"
     loose = max(2 * tol, 0.03)
     f, name = min(_BINARY, key=lambda b: abs(math.log(max(r, 1 / r) / b[0])))
     # The binary/decimal ratios lie 2.4% apart, so they are matched within 0.6%; a time or
     # a rate computed from a GiB figure is off by the GiB ratio too.
-    if (dim in ("bytes", "bytes/s") or name == "GiB vs GB") and _near(max(r, 1 / r), f, 0.006):
+    if ((fits is None or fits(f if r > 1 else 1 / f))
+            and (dim in ("bytes", "bytes/s") or name == "GiB vs GB")
+            and _near(max(r, 1 / r), f, 0.006)):
         return (f"is {r:.4f}× the reference: looks like {name} (binary vs decimal "
                 f"prefixes; 1 {name[:3]} = {f:.4f} {name[-2:]})")
     if _near(r, 2, loose) or _near(r, 0.5, loose):
@@ -149,12 +231,124 @@ def _diagnose(r: float, tol: float, dim: str) -> str:
     for f, name in _TIMES if dim == "seconds" else []:
         if _near(r, f, loose) or _near(r, 1 / f, loose):
             return f"is {r:.3g}× the reference: a slip between {name}?"
+    if percent_slip and (_near(r, 100, loose) or _near(r, 0.01, loose)):
+        return (f"is {r:.3g}× the reference: a percent vs fraction slip? (43% is the "
+                "fraction 0.43)")
     k = round(math.log10(r))
     if k and _near(r, 10.0**k, loose):
         if k % 3 == 0:
             return (f"is off by a factor of 10^{k}: a unit prefix (k/M/G, or ms vs s) off?")
-        return f"is off by an order of magnitude (10^{k})"
+        return f"is off by {_ORDERS.get(abs(k), f'{abs(k)} orders of magnitude')} (10^{k})"
+    if r > 10 or r < 0.1:
+        k = math.floor(abs(math.log10(r)))
+        return (f"is {r:.3g}× the reference: more than {_ORDERS.get(k, f'{k} orders of magnitude')}"
+                f" too {'large' if r > 1 else 'small'}")
     return f"is off by {100 * (r - 1):+.3g}% (too {'high' if r > 1 else 'low'})"
+
+
+def _bounded_expr(text: str, local: dict):
+    """Parse a typed expression, refusing work no answer needs: very long text, powers with
+    huge exponents (10**10**10), numbers beyond 1e300. Nothing is evaluated before it is
+    checked, so a tower of powers is refused at once instead of computed."""
+    if len(text) > _MAX_TEXT:
+        raise AnswerError(f"the expression is {len(text)} characters long; answers here are "
+                          f"shorter than {_MAX_TEXT}")
+    if "__" in text or "lambda" in text:
+        raise AnswerError(f"could not read {text!r} as an expression")
+    safe = {"Integer": sp.Integer, "Float": sp.Float, "Rational": sp.Rational,
+            "Symbol": sp.Symbol, "Add": sp.Add, "Mul": sp.Mul, "Pow": sp.Pow, "sqrt": sp.sqrt, "log": sp.log, "ln": sp.log, "exp": sp.exp,
+            "ceiling": sp.ceiling, "floor": sp.floor, "Min": sp.Min, "Max": sp.Max,
+            "min": sp.Min, "max": sp.Max, "Abs": sp.Abs, "abs": sp.Abs, "pi": sp.pi,
+            "__builtins__": {}}
+    try:
+        splittable = lambda name: (name not in local and len(name) > 1  # noqa: E731
+                                   and all(c in local for c in name))  # "PF" is P*F
+        expr = parse_expr(text, local_dict=local, global_dict=safe, evaluate=False,
+                          transformations=standard_transformations
+                          + (split_symbols_custom(splittable), implicit_multiplication,
+                             convert_xor))
+    except Exception:
+        raise AnswerError(f"could not read {text!r} as an expression") from None
+    if not isinstance(expr, sp.Basic):
+        raise AnswerError(f"could not read {text!r} as an expression")
+    _check_size(expr)
+    return expr
+
+
+def _check_size(expr):
+    """Refuse, bottom-up, any power or number too large to be an answer (see _bounded_expr)."""
+    for node in sp.postorder_traversal(expr):
+        if isinstance(node, sp.Pow) and node.exp.is_number:
+            try:
+                e = abs(complex(node.exp.evalf(15)))
+            except (TypeError, OverflowError, ValueError):
+                e = math.inf
+            if not e <= _MAX_EXPONENT:
+                raise AnswerError(f"a power with an exponent of {e:.3g} is far larger than any "
+                                  "answer here needs")
+            if node.base.is_number:
+                try:
+                    b = abs(complex(node.base.evalf(15)))
+                except (TypeError, OverflowError, ValueError):
+                    b = math.inf
+                if b > 1 and e * math.log10(b) > math.log10(_TOO_BIG):
+                    raise AnswerError("that number is far too large to be an answer here")
+        elif isinstance(node, sp.Number) and node.is_finite is not False:
+            if abs(node) > _TOO_BIG:
+                raise AnswerError("that number is far too large to be an answer here")
+        elif isinstance(node, sp.exp) and node.args[0].is_number:
+            try:
+                if complex(node.args[0].evalf(15)).real > math.log(_TOO_BIG):
+                    raise AnswerError("that number is far too large to be an answer here")
+            except (TypeError, OverflowError, ValueError):
+                raise AnswerError("that number is far too large to be an answer here") from None
+
+
+_GREEK = {"α": "alpha", "β": "beta", "γ": "gamma", "δ": "delta", "ε": "epsilon", "ϵ": "epsilon",
+          "ζ": "zeta", "η": "eta", "θ": "theta", "κ": "kappa", "λ": "lamda", "μ": "mu", "ν": "nu",
+          "ξ": "xi", "π": "pi", "ρ": "rho", "σ": "sigma", "τ": "tau", "φ": "phi", "χ": "chi",
+          "ψ": "psi", "ω": "omega", "Γ": "Gamma", "Δ": "Delta", "Θ": "Theta", "Λ": "Lambda",
+          "Ξ": "Xi", "Π": "Pi", "Σ": "Sigma", "Φ": "Phi", "Ψ": "Psi", "Ω": "Omega"}
+
+
+def _ascii(name: str) -> str:
+    """A symbol name with Greek letters spelt out: "ε_max" -> "epsilon_max"."""
+    return "".join(_GREEK.get(c, c) for c in name)
+
+
+def _transliterate(text: str) -> str:
+    """Spell Greek letters out so a typed "6ΨD/(PFη)" reads as 6*Psi*D/(P*F*eta), while
+    "ε_max" stays one name."""
+    out = []
+    for i, c in enumerate(text):
+        if c not in _GREEK:
+            out.append(c)
+            continue
+        before = text[i - 1] if i else ""
+        after = text[i + 1] if i + 1 < len(text) else ""
+        out.append((" " if before.isalnum() and before not in _GREEK else "") + _GREEK[c]
+                   + (" " if after.isalnum() or after in _GREEK else ""))
+    return "".join(out)
+
+
+def _check_values(ans, ref):
+    """Refuse an expression whose values are far beyond any answer's, such as (P+x)**300:
+    evaluated at positive points, it must stay finite and below 1e300 wherever the reference
+    does. (Comparing two infinities would otherwise call them equal.)"""
+    free = sorted(ans.free_symbols | ref.free_symbols, key=str)
+    for v in (sp.Rational(3, 2), sp.Rational(997, 7), sp.Integer(1000)):
+        point = {s: v for s in free}
+        try:
+            a = complex(ans.evalf(15, subs=point))
+        except (TypeError, ValueError, OverflowError):
+            a = complex(math.inf)
+        try:
+            r = complex(ref.evalf(15, subs=point))
+        except (TypeError, ValueError, OverflowError):
+            continue
+        if math.isfinite(abs(r)) and abs(r) < _TOO_BIG and not (abs(a) < _TOO_BIG):
+            raise AnswerError("that expression's values are far larger than any answer here "
+                              "(beyond 1e300)")
 
 
 @dataclass(eq=False)
@@ -244,6 +438,8 @@ class Exercise:
                 ref[k], ans[k], unit[k] if isinstance(unit, dict) else unit,
                 f"{label}.{k}" if label else str(k))]
         if isinstance(ref, (tuple, list)):
+            if getattr(ans, "ndim", None) == 1 and hasattr(ans, "tolist"):  # a NumPy array
+                ans = tuple(ans.tolist())
             if not isinstance(ans, (tuple, list)) or len(ans) != len(ref):
                 got = (f"{len(ans)} value{'s' * (len(ans) != 1)}"
                        if isinstance(ans, (tuple, list)) else _a(ans))
@@ -266,58 +462,145 @@ class Exercise:
         except AnswerError as e:
             status, text = "invalid", str(e)
         except Exception as e:  # an odd object a reader passed: explain, never raise
-            status, text = "invalid", f"could not read {ans!r:.60} ({type(e).__name__}: {e})"
+            status, text = "invalid", f"could not read {_show(ans)} as this answer"
         return [(label, status, text)]
 
-    def _grade_number(self, ref, ans, unit):
-        ref, (scale, dim), typed = float(ref), _unit_info(unit), ans
+    def _read_number(self, ans, unit) -> _Typed:
+        """A reader's numeric answer in SI units, with what was typed. Raises AnswerError
+        when it cannot be read, and _WrongDimension when it is a quantity of another kind."""
+        scale, dim = _unit_info(unit)
+        if isinstance(ans, Quantity):  # parse_quantity's result, passed on
+            ans = f"{ans.value!r} {_SI_UNIT.get(ans.dimension, '')}".strip()
         if isinstance(ans, str):
+            text = (ans.strip().lstrip("~≈").strip().replace("\u2212", "-")
+                    .replace("\u2009", " ").replace("\u00a0", " "))
+            # "2.08 × 10^11 B" is 2.08e11 B: the mantissa keeps its significant figures
+            text = re.sub(r"^([-+]?[\d.,]+)\s*[x×·*]\s*10\s*(?:\^|\*\*)\s*([-+]?\d+)(?![\d.*^])",
+                          r"\1e\2", text)
             try:
-                ans = parse_quantity(ans.strip().lstrip("~≈").strip())
+                q = parse_quantity(text)
             except ValueError as e:
-                raise AnswerError(f"{e}; type a number" + (f" (read in {unit}) or a quantity "
-                                  f"such as {_fmt(1.5 * scale, unit)!r}" if unit else "")) from None
-        if isinstance(ans, Quantity):
-            if ans.dimension == "1" and not ans.unit:
-                value = ans.value * scale
-            elif ans.dimension != dim:
-                shown = typed if isinstance(typed, str) else f"{ans.value:.4g} {ans.unit}"
-                return "wrong", (f"{shown!r} is {_DIMS[ans.dimension]}, but this answer is "
-                                 f"{_DIMS[dim]} (such as {_fmt(1.5 * scale, unit)!r})")
-            else:
-                value = ans.value
-            if not math.isfinite(value):
-                raise AnswerError(f"got {value}; the answer must be a finite number")
-        else:
-            value = _number(ans) * scale
-        shown, tol = _fmt(value, unit), max(self.rtol, 1e-9)
-        if abs(value - ref) <= tol * abs(ref) + self.atol:
-            return "correct", f"{shown} (reference {_fmt(ref, unit)})"
+                # "1.5 × 10^9", "2*1024", "2**30": arithmetic, computed within bounds
+                sums = re.sub(r"\s*[x×·]\s*10\s*(\^|\*\*)\s*", "*10**", text)
+                if _ARITHMETIC.fullmatch(sums) and re.search(r"\d\s*[-+*/^(]|\)", sums):
+                    value = _number(_bounded_expr(sums.replace(",", ""), {}))
+                    return _Typed(value * scale)  # "8*1024": computed, not typed digits
+                raise AnswerError(f"{e}; type a number" + (
+                    f" (read in {unit}) or a quantity such as {_fmt(1.5 * scale, unit)!r}"
+                    if unit else "")) from None
+            number = re.match(r"\$?\s*([-+]?[\d.,_]+(?:[eE][-+]?\d+)?)", text.lstrip("$ "))
+            typed = float(number.group(1).replace(",", "").replace("_", "")) if number else None
+            figures = _sig_figs(number.group(1)) if number else None
+            if math.isnan(q.value):
+                raise AnswerError("got nan; the answer must be a finite number")
+            if not abs(q.value) <= _TOO_BIG:
+                raise AnswerError("that number is far too large to be an answer here")
+            if dim == "1" and q.dimension == "bytes" and q.unit == "B":  # "47.3B" of a count
+                return _Typed(q.value * 1e9, typed, 1e9, figures,
+                              "read B as billions (a count, not bytes)")
+            if (q.dimension == "seconds" and dim == "1" and isinstance(unit, str)
+                    and "hour" in unit.lower()):  # "524,074 h" for GPU-hours
+                return _Typed(q.value / 3600, typed, q.value / 3600 / typed if typed else 1,
+                              figures)
+            if q.dimension == "1" and q.unit.lower() not in ("%", "percent", "per cent", "pct", "x", "×"):
+                return _Typed(q.value * scale, typed, q.value * scale / typed if typed else scale,
+                              figures)  # a plain number or a count: in the exercise's unit
+            if q.dimension != dim:
+                raise _WrongDimension(f"{ans!r} is {_DIMS.get(q.dimension, 'another quantity')}, "
+                                      f"but this answer is {_DIMS.get(dim, 'a plain number')} "
+                                      f"(such as {_fmt(1.5 * scale, unit)!r})")
+            return _Typed(q.value, typed, q.value / typed if typed else 1.0, figures)
+        value = _number(ans)
+        if abs(value) > _TOO_BIG:
+            raise AnswerError("that number is far too large to be an answer here")
+        typed_text = repr(float(value)) if not isinstance(ans, numbers.Integral) else str(int(ans))
+        figures = None if "e" in typed_text and isinstance(ans, float) and len(typed_text) > 12 \
+            else _sig_figs(typed_text)
+        return _Typed(value * scale, value, scale, figures)
+
+    def _grade_number(self, ref, ans, unit):
+        ref, (scale, dim) = float(ref), _unit_info(unit)
+        try:
+            got = self._read_number(ans, unit)
+        except _WrongDimension as e:
+            return "wrong", str(e)
+        tol = max(self.rtol, 1e-9)
+        verdict = self._precision(ref, got, tol)
+        bare = got.number is not None and math.isclose(got.scale, scale) and not (
+            isinstance(ans, str) and re.search(r"%|per ?cent|pct", ans))
+        if verdict != "correct" and unit == "%" and bare:  # 0.4375 typed for 43.75%
+            as_fraction = _Typed(got.value / scale, got.number, 1.0, got.figures,
+                                 f"read {got.number:g} as a fraction, {100 * got.number:.4g}%")
+            if self._precision(ref, as_fraction, tol) == "correct":
+                got, verdict = as_fraction, "correct"
+        shown = _fmt(got.value, unit)
+        note = f"; {got.note}" if got.note else ""
+        if verdict == "correct":
+            return "correct", f"{shown} (reference {_fmt(ref, unit)}{note})"
+        if verdict == "coarse":
+            return "wrong", (f"{shown} is rounded too coarsely: give at least 2 significant "
+                             f"figures{note}")
         if ref == 0:
             return "wrong", f"{shown} should be 0"
-        return "wrong", f"{shown} {_diagnose(value / ref, tol, dim)}"
+        fits = None
+        if got.number is not None and got.figures is not None and got.scale:
+            fits = lambda c: math.isclose(  # noqa: E731 -- digits of c times the reference?
+                _round_sf(ref * c / got.scale, got.figures), got.number, rel_tol=1e-9)
+        slip = dim == "1" and (unit == "%" or abs(ref) <= 1)  # a fraction, or a percent
+        return "wrong", f"{shown} {_diagnose(got.value / ref, tol, dim, fits, slip)}{note}"
+
+    def _precision(self, ref: float, got: _Typed, tol: float) -> str:
+        """The grading policy (PRECISION_POLICY): "correct", "coarse" or "wrong"."""
+        if abs(got.value - ref) <= tol * abs(ref) + self.atol:
+            return "correct"
+        if got.number is None or got.figures is None or not got.scale:
+            return "wrong"
+        in_typed_unit = ref / got.scale
+        figures = max(2, got.figures)
+        if math.isclose(_round_sf(in_typed_unit, figures), got.number, rel_tol=1e-9):
+            return "correct"
+        if got.figures < 2 and math.isclose(_round_sf(in_typed_unit, got.figures), got.number,
+                                            rel_tol=1e-9):
+            return "coarse"
+        return "wrong"
 
     def _grade_expr(self, ref, ans, unit):
         syms = self._symbols(ref)
+        names = ", ".join(_ascii(n) for n in syms)
         if isinstance(ans, str):
-            local = dict(syms, **{sp.pretty(s): s for s in syms.values()})
+            local = {}
+            for n, sym in syms.items():  # "ε_max", "epsilon_max" and "eps_max" name one symbol
+                for alias in (n, _ascii(n), _ascii(n).replace("epsilon", "eps"),
+                              _ascii(n).replace("eps", "epsilon").replace("epsilonilon", "epsilon"),
+                              _ascii(n).replace("lamda", "lambda")):
+                    local.setdefault(alias, sym)
+            text = _transliterate(ans.strip().replace("\u2212", "-").replace("·", "*")
+                                  .replace("×", "*"))
             try:
-                ans = parse_expr(ans, local_dict=local, transformations=standard_transformations
-                                 + (implicit_multiplication, convert_xor))
+                ans = _bounded_expr(text, local)
+            except AnswerError as e:
+                if not str(e).startswith("could not read"):
+                    raise
+                raise AnswerError(f"{e}; write it in {names}, like '6*Psi*D'") from None
+        elif isinstance(ans, (sp.Basic, numbers.Number)) and not isinstance(ans, (bool, np.bool_)):
+            try:
+                ans = sp.sympify(ans)
             except Exception:
-                raise AnswerError(f"could not read {ans!r} as an expression in "
-                                  f"{', '.join(syms)}; write it like '6*Psi*D'") from None
-        if isinstance(ans, (bool, np.bool_)) or not isinstance(ans, (sp.Basic, numbers.Number)):
+                raise AnswerError(f"could not read {_show(ans)} as an expression") from None
+            _check_size(ans)
+        if isinstance(ans, (bool, np.bool_)) or not isinstance(ans, sp.Basic) \
+                or isinstance(ans, (sp.logic.boolalg.Boolean, sp.core.relational.Relational)):
             raise AnswerError(f"got {_a(ans)}; this answer is an expression in "
-                              f"{', '.join(syms)} (a SymPy expression or a string)")
+                              f"{names} (a SymPy expression or a string)")
         by_name = lambda e: sp.sympify(e).xreplace(  # noqa: E731 -- match symbols by name
             {s: syms[s.name] for s in sp.sympify(e).free_symbols if s.name in syms})
-        ans, ref = by_name(ans), by_name(ref)
+        ans, ref = by_name(ans).doit(), by_name(ref)
         if ans.has(sp.nan, sp.zoo, sp.oo, -sp.oo):
             raise AnswerError(f"got {ans}; the answer must be finite")
-        unknown = sorted(s.name for s in ans.free_symbols if s.name not in syms)
+        unknown = sorted(_ascii(s.name) for s in ans.free_symbols if s.name not in syms)
         if unknown:
-            raise AnswerError(f"unknown symbol(s) {', '.join(unknown)}; use {', '.join(syms)}")
+            raise AnswerError(f"unknown symbol(s) {', '.join(unknown)}; use {names}")
+        _check_values(ans, ref)
         if symbolic.same(ans, ref):
             return "correct", f"{ans}"
         ratio = sp.simplify(ans / ref) if ref != 0 else sp.nan
@@ -352,24 +635,24 @@ class Exercise:
         if self.kind in (None, "number") and isinstance(self.unit, str):
             how = f"a number in {self.unit}, or a string with its unit" if self.unit else "a number"
         if _unanswered(answer):
-            return Result(False, f"⏳ {self.id} not answered yet: replace ... with your answer "
+            return Result(False, f"… {self.id} not answered yet: replace ... with your answer "
                                  f"({how}).", "unanswered")
         try:
             parts = self._grade_tree(self.solution(), answer, self.unit, "")
         except AnswerError as e:
-            return Result(False, f"❌ {self.id} can't read this answer: {e}.", "invalid")
+            return Result(False, f"✗ {self.id} can't read this answer: {e}.", "invalid")
         states = [s for _, s, _ in parts]
         status = next(s for s in ("wrong", "invalid", "unanswered", "correct") if s in states)
         if all(s == "unanswered" for s in states):
-            return Result(False, f"⏳ {self.id} not answered yet ({how}).", "unanswered")
+            return Result(False, f"… {self.id} not answered yet ({how}).", "unanswered")
         marks = {"correct": "✓", "wrong": "✗", "invalid": "?", "unanswered": "…"}
         body = (" " + parts[0][2] if len(parts) == 1 and not parts[0][0] else "\n" + "\n".join(
             f"  {marks[s]} {label}: {text}" for label, s, text in parts))
         if status == "correct":
-            return Result(True, f"✅ {self.id} correct:{body}", status)
+            return Result(True, f"✓ {self.id} correct:{body}", status)
         head = "can't read this answer" if status == "invalid" else "not yet"
         hint = f"\n  Hint: {self.hint}" if self.hint and status == "wrong" else ""
-        return Result(False, f"❌ {self.id} {head}:{body}{hint}", status)
+        return Result(False, f"✗ {self.id} {head}:{body}{hint}", status)
 
 
 _collecting: list | None = None  # the exercises of the file being loaded
@@ -381,7 +664,7 @@ def exercise(id, *, prompt, unit="", rtol=0.01, hint="", book_answer=None, book_
     """Declare an exercise; the decorated function computes its reference solution."""
     def where(msg):
         return ValueError(f"exercise {id!r}: {msg}")
-    if not isinstance(id, str) or not re.fullmatch(r"\d+[a-z]*\.\d+", id):
+    if not isinstance(id, str) or not _ID.fullmatch(id):
         raise where("ids look like '04.2' (chapter, dot, number)")
     if kind not in _KINDS:
         raise where(f"kind must be one of {_KINDS[1:]}, got {kind!r}")
@@ -457,8 +740,11 @@ def get(ex_id: str) -> Exercise:
     """The exercise with this id; an UnknownExercise (a KeyError and a ValueError) saying
     which ids are near when there is none."""
     if not isinstance(ex_id, str):
-        raise UnknownExercise(f"exercise ids are strings such as '04.1', got {ex_id!r}")
+        raise UnknownExercise(f"exercise ids are strings such as '04.1', got {_a(ex_id)}")
     ex_id = ex_id.strip()
+    if not _ID.fullmatch(ex_id):  # checked before any file is named after it
+        raise UnknownExercise(f"{_show(ex_id, 40)} is not an exercise id; ids look like "
+                              "'04.1' (chapter, dot, number)")
     path = _folder() / f"{ex_id.split('.')[0]}.py"
     if path.is_file() and ex_id in _load(path):  # only the chapter's own file is read
         return _load(path)[ex_id]
@@ -481,11 +767,12 @@ def get(ex_id: str) -> Exercise:
 
 
 def check(ex_id: str, answer=...) -> None:
-    """Grade an answer and print the verdict (✅ correct, ❌ not yet, ⏳ not answered)."""
+    """Grade an answer and print the verdict (✓ correct, ✗ not yet, … not answered). The
+    marks are plain text symbols every font has, not emoji."""
     try:
         ex = get(ex_id)
     except UnknownExercise as e:
-        print(f"❌ {e}")
+        print(f"✗ {e}")
         return None
     print(ex.grade(answer).message)
     return None

@@ -22,22 +22,27 @@ chunks = sp.symbols("k", positive=True, integer=True)
 def same(a, b) -> bool:
     """True when two expressions are equal for every value of their symbols.
 
-    Tries ``simplify(a - b) == 0`` first, which is exact. When SymPy cannot reduce the
-    difference to zero, compares both sides at eight random positive rational points (relative
-    tolerance 1e-9): a disagreement there is a proof of difference, agreement is strong
-    evidence of an identity that simplify did not find.
+    Compares both sides at eight random positive rational points first (relative tolerance
+    1e-9, in arbitrary-precision floats): a disagreement there is a proof of difference, and
+    agreement at every point is strong evidence of an identity. A point where either side is
+    not a finite number proves nothing and is skipped; when fewer than four points remain,
+    ``simplify(a - b) == 0`` decides. Two infinities are never taken as equal.
     """
     a, b = sp.sympify(a), sp.sympify(b)
-    if sp.simplify(a - b) == 0:
-        return True
     free = sorted(a.free_symbols | b.free_symbols, key=str)
     rng = random.Random(0)
+    agreed = 0
     for _ in range(8):
         point = {s: sp.Rational(rng.randint(1, 997), rng.randint(1, 97)) for s in free}
-        va, vb = complex(a.subs(point).evalf()), complex(b.subs(point).evalf())
-        if abs(va - vb) > 1e-9 * max(1.0, abs(va), abs(vb)):
+        va, vb = a.evalf(30, subs=point), b.evalf(30, subs=point)
+        if not (va.is_number and vb.is_number and va.is_finite and vb.is_finite):
+            continue
+        if abs(va - vb) > 1e-9 * max(1, abs(va), abs(vb)):
             return False
-    return True
+        agreed += 1
+    if agreed >= 4:
+        return True
+    return sp.simplify(a - b) == 0
 
 
 def assert_same(a, b, what: str = "the two expressions") -> None:

@@ -29,8 +29,26 @@ _TIME = {
     "ns": ns, "us": us, "µs": us, "μs": us, "ms": ms, "s": 1.0, "sec": 1.0, "second": 1.0,
     "seconds": 1.0, "min": minute, "minute": minute, "minutes": minute, "h": hour, "hr": hour,
     "hour": hour, "hours": hour, "d": day, "day": day, "days": day, "y": year, "yr": year,
-    "year": year, "years": year,
+    "year": year, "years": year, "yrs": year, "mins": minute, "secs": 1.0, "hrs": hour,
+    "wk": 7 * day, "week": 7 * day, "weeks": 7 * day,
+    "mo": year / 12, "month": year / 12, "months": year / 12,
 }
+
+# Words that name what is counted. A count is a plain number ("844288 tokens", "3 GPUs",
+# "7.3e5 tokens/s" where the question asks for tokens per second): the word is read and
+# dropped. So are ratio names such as "FLOP/B" for an intensity.
+_COUNTED = {
+    "token", "tokens", "tok", "gpu", "gpus", "gpu-hour", "gpu-hours", "gpu hours", "gpu-h",
+    "worker", "workers", "node", "nodes", "sample", "samples", "sequence", "sequences",
+    "param", "params", "parameter", "parameters", "step", "steps", "layer", "layers",
+    "expert", "experts", "head", "heads", "rank", "ranks", "device", "devices", "example",
+    "examples", "microbatch", "microbatches", "micro-batch", "micro-batches", "replica",
+    "replicas", "stage", "stages", "chunk", "chunks", "bucket", "buckets", "times",
+    "flop/b", "flop/byte", "flops/byte", "flop per byte", "flop/bytes",
+}
+# Magnitude suffixes a reader puts on a count or an amount: 730k, 0.84M, 47.3B, 3M.
+_MAGNITUDE = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "bn": 1e9, "G": 1e9, "T": 1e12}
+_PER_TIME = ("/", "per ")
 
 
 @dataclass(frozen=True)
@@ -38,7 +56,7 @@ class Quantity:
     """A parsed quantity: its value in SI base units, its dimension, and the unit as typed."""
 
     value: float
-    dimension: str  # "bytes", "seconds", "flop", "flop/s", "bytes/s", "USD" or "1"
+    dimension: str  # "bytes", "seconds", "flop", "flop/s", "bytes/s", "USD", "1/s" or "1"
     unit: str = ""
 
     @property
@@ -58,8 +76,22 @@ def _parse_unit(unit: str) -> tuple[float, str] | None:
     u = unit.strip()
     if u in ("", "x", "×"):
         return 1.0, "1"
-    if u == "%":
+    if u in ("%", "percent", "per cent", "pct"):
         return 0.01, "1"
+    # a rate per unit of time: "/h", "per hour", "/s" alone ("1.21/h" failures per hour)
+    for lead in ("/", "per "):
+        if u.startswith(lead) and u[len(lead):].strip() in _TIME:
+            return 1.0 / _TIME[u[len(lead):].strip()], "1/s"
+    scale, counted = 1.0, u
+    if u != "B" and u.split(" ", 1)[0] in _MAGNITUDE:  # "B" alone stays bytes
+        head, _, rest = u.partition(" ")
+        scale, counted = _MAGNITUDE[head], rest.strip()
+    for tail in ("/s", "/sec", " per second", "/second"):
+        if counted.lower().endswith(tail) and counted[: -len(tail)].strip().lower() in _COUNTED:
+            counted = counted[: -len(tail)].strip()  # a count per second: the question's unit
+            break
+    if counted == "" and scale != 1.0 or counted.lower() in _COUNTED:
+        return scale, "1"
     if u in _TIME:
         return _TIME[u], "seconds"
     if u in ("$", "USD", "dollars"):
@@ -100,7 +132,8 @@ def parse_quantity(text: str) -> Quantity:
     """
     if not isinstance(text, str):
         raise ValueError(f"expected a string such as '208 GB', got {type(text).__name__}")
-    s = text.strip().replace("\u2009", " ")
+    s = (text.strip().replace("\u2009", " ").replace("\u00a0", " ").replace("\u202f", " ")
+         .replace("\u2212", "-"))  # the Unicode minus the prompts print
     dollars = s.startswith("$")
     if dollars:
         s = s[1:].strip()
@@ -116,11 +149,15 @@ def parse_quantity(text: str) -> Quantity:
         if scale is None:
             raise ValueError(f"unknown money suffix {rest!r} in {text!r}; use k, M or B")
         return Quantity(number * scale, "USD", "$" + rest)
+    m2 = re.match(r"(k|K|M|B|bn|G|T)\b\s*(.*)$", rest)
+    if m2 and m2.group(2) and _parse_unit(rest) is None:  # "730k tokens", "0.84M GPUs"
+        rest = f"{m2.group(1)} {m2.group(2)}"
     parsed = _parse_unit(rest)
     if parsed is None:
         raise ValueError(
             f"unknown unit {rest!r} in {text!r}; try B, KB, MB, GB, TB (or KiB, MiB, GiB, TiB),"
-            " s, ms, us, ns, hours, days, years, FLOP, FLOP/s, GB/s, Gb/s or %"
+            " s, ms, us, ns, hours, days, years, FLOP, FLOP/s, GB/s, Gb/s, %, a count such"
+            " as 'tokens' or 'GPUs', or a suffix k, M, B"
         )
     scale, dim = parsed
     return Quantity(number * scale, dim, rest)

@@ -19,7 +19,7 @@ _F = f"{F / TFLOP:g} TFLOP/s"
     prompt=(f"A 70B-parameter model is trained on 2T tokens on H100s ({_F} dense BF16) at 45% "
             "MFU, rented at $4 per GPU-hour. How many GPU-hours does the run take, and what "
             "does it cost? Answer as a tuple (GPU-hours, dollars)."),
-    unit=("", "$"),
+    unit=("GPU-hours", "$"),
     hint=("6ΨD FLOP in all; one GPU delivers F·η·3600 FLOP per hour; GPU-hours times the "
           "price is the bill."),
     book_answer=(525_000, "$2.10M"),
@@ -47,14 +47,15 @@ def _():
     prompt=("Spot H100s cost $1.50/h, on-demand $4/h. You checkpoint every hour of work, and "
             "checkpointing costs 5% of the time. Each preemption loses half an interval of "
             "work on average. Above what preemption rate (per hour) does spot stop being "
-            "cheaper? Use the first-order model m = (1 + o)/(1 − λc/2). Answer in "
-            "preemptions per hour."),
-    unit="",
+            "cheaper? Use the first-order model m = (1 + o)/(1 − λc/2) for spot; on-demand "
+            "instances are never preempted and are taken not to checkpoint, so they pay no "
+            "overhead. Answer in preemptions per hour (\"1.2/h\", or a bare number)."),
+    unit="/h",
     hint="Set 1.50 × m(λ) equal to 4 and solve for λ, with c = 1 hour and o = 0.05.",
     book_answer=1.22,
 )
 def _():
-    return cost.breakeven_failure_rate(1.5, 4.0, hour, 0.05) * hour
+    return cost.breakeven_failure_rate(1.5, 4.0, hour, 0.05)  # per second; shown per hour
 
 
 @exercise(

@@ -72,7 +72,7 @@ def assert_reference_accepted(ex: Exercise):
     for answer in answers:
         r = ex.grade(answer)
         assert r.correct and r.status == "correct", f"{ex.id}: {answer!r} rejected: {r.message}"
-        assert r.message.startswith(f"✅ {ex.id}")
+        assert r.message.startswith(f"✓ {ex.id}")
 
 
 def assert_perturbed_rejected(ex: Exercise, factor: float):
@@ -83,7 +83,7 @@ def assert_perturbed_rejected(ex: Exercise, factor: float):
             continue
         r = ex.grade(wrong)
         assert not r.correct and r.status == "wrong", f"{ex.id}: {wrong!r} accepted: {r.message}"
-        assert r.message.startswith(f"❌ {ex.id} not yet")
+        assert r.message.startswith(f"✗ {ex.id} not yet")
         if ex.hint:
             assert ex.hint in r.message
 
@@ -137,7 +137,7 @@ def test_bad_inputs_and_blanks(ex_id, capsys):
     ex = get(ex_id)
     assert_bad_inputs_explained(ex)
     assert check(ex_id, "banana") is None
-    assert capsys.readouterr().out.startswith("❌")
+    assert capsys.readouterr().out.startswith("✗")
 
 
 @pytest.mark.parametrize("ex_id", BOOK_IDS)
@@ -306,15 +306,15 @@ def test_gib_and_gb_are_different_answers(synthetic):
 
 @pytest.mark.parametrize("answer,phrase", [
     ("banana", "could not find a number"), ("3 parsecs", "unknown unit 'parsecs'"),
-    (float("nan"), "finite"), (float("inf"), "finite"), ("1e999 ms", "finite"),
+    (float("nan"), "finite"), (float("inf"), "finite"), ("1e999 ms", "too large"),
     ([1, 2], "got a list"), ({}, "got a dict"), ((399,), "got a tuple"), (True, "yes/no"),
     (np.arange(3), "shape (3,)"), (np.array([399.5]), ".item()"), (1 + 2j, "complex"),
-    (object(), "got an object"), (sp.Symbol("x"), "expression"), ("1.5*10^9 ms", "1.5e9"),
+    (object(), "got an object"), (sp.Symbol("x"), "expression"), ("1.5*10^9 ms", "1.5e+09 ms"),  # read as 1.5e9 ms
 ])
 def test_bad_scalar_inputs(synthetic, answer, phrase, capsys):
     r = get("90.1").grade(answer)
     assert not r.correct and phrase in r.message, r.message
-    assert check("90.1", answer) is None and capsys.readouterr().out.startswith("❌ 90.1")
+    assert check("90.1", answer) is None and capsys.readouterr().out.startswith("✗ 90.1")
 
 
 def test_tuple_and_dict_answers(synthetic):
@@ -324,7 +324,7 @@ def test_tuple_and_dict_answers(synthetic):
     assert not r.correct and "✓ #1" in r.message and "✗ #2" in r.message and "factor of 2" in r.message
     assert "tuple of 2 values, got 1 value" in t.grade((400,)).message
     assert "tuple of 2 values, got 3 values" in t.grade((400, 208, 1)).message
-    assert "tuple of 2 values, got an int" in t.grade(5).message
+    assert "tuple of 2 values, got a whole number" in t.grade(5).message
     part = t.grade((400, ...))
     assert not part.correct and "not answered yet" in part.message
     assert t.grade((..., ...)).status == "unanswered"
@@ -358,7 +358,7 @@ def test_choice_and_bool_answers(synthetic):
     c, b = get("90.6"), get("90.7")
     assert c.grade(" Tree ").correct and not c.grade("ring").correct
     assert "not one of the options ['ring', 'tree']" in c.grade("banana").message
-    assert "got an int" in c.grade(3).message
+    assert "got a whole number" in c.grade(3).message
     for yes in (True, np.bool_(True), "yes", "Y", "true"):
         assert b.grade(yes).correct
     assert not b.grade("no").correct and b.grade("no").status == "wrong"
@@ -368,7 +368,9 @@ def test_choice_and_bool_answers(synthetic):
 def test_other_units(synthetic):
     assert get("90.10").grade("0.4%").correct and get("90.10").grade(0.4).correct
     assert get("90.10").grade("0.4").correct  # a bare number is read in the unit: 0.4%
-    assert "10^-2" in _msg("90.10", 0.004)
+    # a fraction typed where the unit is % is read as one, and says so
+    assert "read 0.004 as a fraction" in _msg("90.10", 0.004) and get("90.10").grade(0.004).correct
+    assert "percent vs fraction" in _msg("90.10", "0.004%")
     assert get("91.1").grade("$3M").correct and get("91.1").grade("3e6 USD").correct
     assert get("91.4").grade(0).correct and "should be 0" in _msg("91.4", 0.1)
     assert get("03a.1").grade("400 Gb/s").correct and get("03a.1").grade("400 Gbps").correct
@@ -376,8 +378,8 @@ def test_other_units(synthetic):
 
 
 def test_check_prints_verdicts(synthetic, capsys):
-    for answer, mark in ((399.5, "✅ 90.1 correct"), (798, "❌ 90.1 not yet"),
-                         (..., "⏳ 90.1 not answered yet"), ("x", "❌ 90.1 can't read")):
+    for answer, mark in ((399.5, "✓ 90.1 correct"), (798, "✗ 90.1 not yet"),
+                         (..., "… 90.1 not answered yet"), ("x", "✗ 90.1 can't read")):
         assert check("90.1", answer) is None
         assert capsys.readouterr().out.startswith(mark)
     check("90.1")
@@ -387,7 +389,7 @@ def test_check_prints_verdicts(synthetic, capsys):
 def test_unknown_ids(synthetic, capsys):
     check("90.9", 1)
     out = capsys.readouterr().out
-    assert out.startswith("❌ no exercise '90.9'") and "90.1, 90.2" in out
+    assert out.startswith("✗ no exercise '90.9'") and "90.1, 90.2" in out
     check("3a.1", 1)
     assert "did you mean 03a.1" in capsys.readouterr().out
     check("9.1", 1)

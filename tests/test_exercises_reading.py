@@ -1,0 +1,163 @@
+"""What readers type, graded by the real checker on the book's own exercises.
+
+Each case here was found by two independent re-solves and a fuzzer (issue "Harden the
+pattern", section 2): right answers that were rejected, wrong ones that were accepted,
+answers that hung the checker, and messages a reader could not understand.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import numpy as np
+import pytest
+import sympy as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dtbook.exercises import PRECISION_POLICY, check, get, registry
+
+EXPR_IDS = [i for i, e in registry().items() if e._kind(e.solution()) == "expr"]
+
+
+def grade(ex_id, answer):
+    return get(ex_id).grade(answer)
+
+
+# ---- wrong answers that were accepted, answers that never returned ---------------------------
+
+HUGE = ["(P+x)**300", "(P+Psi)**300", "1e400", 10**400, "exp(1000)", "10**10**10", "9**9**9",
+        "Psi**(10**10)", "9**9**9**9", "2**2**2**2**2**2", float("inf"), sp.oo, sp.Integer(10)**400]
+
+
+@pytest.mark.parametrize("ex_id", EXPR_IDS)
+@pytest.mark.parametrize("answer", HUGE, ids=[str(i) for i in range(len(HUGE))])
+def test_huge_answers_are_refused_quickly(ex_id, answer):
+    t0 = time.perf_counter()
+    r = grade(ex_id, answer)
+    elapsed = time.perf_counter() - t0
+    assert not r.correct and r.status in ("invalid", "wrong"), r.message
+    assert elapsed < 20, f"{answer!r} took {elapsed:.1f} s"  # it used to never return
+
+
+def test_huge_numbers_in_number_exercises():
+    for answer in ("1e400", 10**400, "10**10**10", "2**5000"):
+        r = grade("01.1", answer)
+        assert not r.correct and "large" in r.message and "Error" not in r.message, r.message
+
+
+# ---- right answers that were rejected ----------------------------------------------------------
+
+ACCEPTED = [
+    ("03a.1", "730k"), ("02.3", "0.84M"), ("07.5", "47.3B"), ("07.1", ("91B", "1.8T")),
+    ("01.4", "3M"), ("08.4", "−1.23%"), ("03a.1", "7.3e5 tokens/s"), ("02.3", "844288 tokens"),
+    ("01.2", "3 GPUs"), ("03a.5", "4 workers"), ("05.1", ("524,074 GPU-hours", "$2.1M")),
+    ("05.1", ("524,074 h", "$2.1M")), ("02.1", "23,438 FLOP/B"), ("02.1", "23438 FLOP/byte"),
+    ("01.3", "64.6 months"), ("05.5", "3.1 yrs"), ("03a.4", "56 mins"), ("05.3", "1.21/h"),
+    ("05.3", "1.21 per hour"), ("13.3", ("12.5 GB/s", "21.88 GB/s", "43.75 percent")),
+    ("13.3", ("12.5 GB/s", "21.88 GB/s", 0.4375)), ("11.1", np.array([10, 20, 30, 40])),
+    ("10.12", "ε_max/(1 + B_noise/B)"), ("10.12", "epsilon_max/(1+B_noise/B)"),
+    ("01.6", "6ΨD/(PFη)"), ("01.6", "6 Ψ D / (P F η)"), ("01.6", "6ΨD/(P·F·η)"),
+    # two significant figures, which 1% used to reject with a false diagnosis
+    ("03.3", "3.8 GB"), ("05.2", "1.4"), ("05.5", "3.1 years"), ("05.2", 1.4),
+    ("04.1", "2*199.75"), ("01.1", "2.08 × 10^11 B"),
+]
+
+
+@pytest.mark.parametrize("ex_id,answer", ACCEPTED, ids=[f"{i}-{k}" for k, (i, _) in enumerate(ACCEPTED)])
+def test_natural_answers_are_accepted(ex_id, answer):
+    r = grade(ex_id, answer)
+    assert r.correct, r.message
+
+
+def test_a_fraction_for_a_percent_is_read_and_said():
+    r = grade("13.3", ("12.5 GB/s", "21.88 GB/s", 0.4375))
+    assert "read 0.4375 as a fraction" in r.message
+
+
+def test_b_is_bytes_where_the_unit_is_bytes():
+    assert not grade("01.1", "208B").correct          # 208 bytes, not 208 billion
+    assert "read B as billions" in grade("07.5", "47.3B").message
+
+
+# ---- precision: the policy a reader knows in advance -------------------------------------------
+
+def test_policy_is_stated():
+    assert "significant figures" in PRECISION_POLICY and "1%" in PRECISION_POLICY
+
+
+@pytest.mark.parametrize("ex_id,answer", [("03.3", "4 GB"), ("01.1", "0.2 TB"), ("05.1", ("5e5", "$2M"))])
+def test_too_coarse_is_named(ex_id, answer):
+    r = grade(ex_id, answer)
+    assert not r.correct and "rounded too coarsely" in r.message
+    assert "MiB" not in r.message and "bits" not in r.message
+
+
+def test_a_near_miss_is_not_blamed_on_a_unit():
+    # 3.9 GB for 3.758 GB: two figures, rounded wrong; not a MiB or GiB slip
+    r = grade("03.3", "3.9 GB")
+    assert not r.correct and "MiB" not in r.message and "GiB" not in r.message
+
+
+def test_a_real_binary_slip_is_still_named():
+    r = grade("01.1", "208 GiB")
+    assert not r.correct and "GiB vs GB" in r.message
+
+
+def test_the_books_printed_precision_counts():
+    # the original prints 1.70 (three figures) for 1.728: wrong at three figures
+    assert not grade("09.3", "1.70").correct and grade("09.3", "1.7").correct
+
+
+# ---- messages a reader understands -------------------------------------------------------------
+
+BAD = [10**400, "10**400", object(), sp.Q, lambda: 1, {"a": 1}, b"12", 1j, "(2+", "0x1p3",
+       float("nan"), [1, [2, 3]], np.zeros((2, 2))]
+
+
+@pytest.mark.parametrize("ex_id", ["01.1", "01.6", "05.1", "02.2", "03.6"])
+@pytest.mark.parametrize("answer", BAD, ids=[str(i) for i in range(len(BAD))])
+def test_messages_name_no_internals(ex_id, answer):
+    msg = grade(ex_id, answer).message
+    assert not re.search(r"\w+Error|Exception|0x[0-9a-f]{6,}|AssumptionKeys|Traceback", msg), msg
+    assert " a A" not in msg and " a a" not in msg.lower().replace(" a an", "")
+
+
+def test_orders_of_magnitude_are_counted_in_words():
+    assert "two orders of magnitude" in grade("05.2", 142.9).message
+    assert "an order of magnitude" in grade("05.2", 14.29).message
+    msg = grade("05.2", 1.429e-5).message
+    assert "-100%" not in msg and "five orders of magnitude" in msg
+    assert "too small" in grade("05.2", 1.429e-5 * 3).message
+
+
+def test_percent_vs_fraction_slip_is_named():
+    assert "percent vs fraction" in grade("07.2", 45.16).message   # a fraction asked
+
+
+def test_ids_are_validated_before_any_file(capsys):
+    check("0" * 300, 1)
+    check("../../etc/passwd", 1)
+    check("04.1/../../x", 1)
+    out = capsys.readouterr().out
+    assert out.count("is not an exercise id") == 3
+
+
+# ---- the fuzzer's promise: never raise, never accept nonsense ---------------------------------
+
+ODD = st.one_of(
+    st.text(max_size=40), st.integers(), st.floats(allow_nan=True, allow_infinity=True),
+    st.lists(st.integers(), max_size=3), st.none(), st.booleans(),
+    st.sampled_from(["1e999", "-1e999", "nan", "inf", "1/0", "0**-1", "Psi/0", "9"*400,
+                     "(" * 50 + "1" + ")" * 50, "P**P**P**P", "factorial(10**6)"]),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(["01.1", "01.6", "05.1", "13.3", "10.12", "11.1", "02.2"]), ODD)
+def test_fuzz_never_raises_and_never_accepts_non_finite(ex_id, answer):
+    r = grade(ex_id, answer)
+    assert r.status in ("correct", "wrong", "invalid", "unanswered")
+    if isinstance(answer, (str, float)) and re.search(r"inf|nan|999|/0|\*\*-1", str(answer).lower()):
+        assert not r.correct, (answer, r.message)
