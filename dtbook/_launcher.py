@@ -7,7 +7,8 @@ docstring of :mod:`dtbook.dist` ("How a launch starts fast"); the public names l
 
 The zygote and a spawned rank start with ``python -c "from dtbook._launcher import ..."``
 (``_zygote_main``, ``_spawn_child_main``), so those stay here by name; and this module does
-not import :mod:`dtbook.dist` at import time (``dtbook.dist`` imports it).
+not import :mod:`dtbook.dist` (``dtbook.dist`` imports it). :class:`LaunchError` lives here,
+its one home, and ``dtbook.dist`` re-exports it under its public name.
 """
 
 from __future__ import annotations
@@ -39,10 +40,34 @@ _KILL_GRACE = 5.0       # seconds to wait for the zygote to report killed childr
 _DUMP_GRACE = 0.5       # seconds a hung rank gets to print its Python stack on a timeout
 _START_TIMEOUT = 180.0  # seconds the zygote may take to import torch on a cold disk
 _TAIL = 4000            # characters of a rank's stderr kept for an error message
+_OUTPUT_GRACE = 0.5     # seconds to keep reading output after every rank has exited
 
 # Lines of a hung rank's stack dump that name these files are the launcher's own frames,
 # left out of the timeout message.
 _OWN_FILES = (__file__, os.path.join(os.path.dirname(__file__), "dist.py"))
+
+
+class LaunchError(RuntimeError):
+    """A launch failed: a rank raised or died, or the launch ran past its timeout.
+
+    Attributes: ``rank`` (the first rank that failed, or None for a timeout),
+    ``tracebacks`` (rank -> traceback text, for every rank that raised),
+    ``timed_out`` (bool), ``pending`` (ranks that had not finished when the timeout hit),
+    ``pids`` (the worker processes the launch started, all ended by now).
+    """
+
+    def __init__(self, message, *, rank=None, tracebacks=None, timed_out=False,
+                 pending=(), pids=()):
+        super().__init__(message)
+        self.rank = rank
+        self.tracebacks = dict(tracebacks or {})
+        self.timed_out = timed_out
+        self.pending = list(pending)
+        self.pids = list(pids)
+
+
+class ZygoteUnavailable(Exception):
+    """The zygote could not take a launch (its socket is closed); no rank was started."""
 
 
 # --------------------------------------------------------------------------- framing
@@ -77,6 +102,16 @@ def _split_frames(buf: bytearray):
         out.append(pickle.loads(bytes(buf[_FRAME.size:_FRAME.size + n])))
         del buf[:_FRAME.size + n]
     return out
+
+
+def _split_frame_bytes(buf: bytearray):
+    """The payload of one complete frame at the front of buf, or None while incomplete."""
+    if len(buf) < _FRAME.size:
+        return None
+    (n,) = _FRAME.unpack_from(buf)
+    if len(buf) < _FRAME.size + n:
+        return None
+    return bytes(buf[_FRAME.size:_FRAME.size + n])
 
 
 def _write_all(fd, data):
@@ -170,7 +205,19 @@ def _worker_body(rank, req, res_fd):
             result = None
         import cloudpickle
 
-        blob = cloudpickle.dumps(("ok", result), protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            blob = cloudpickle.dumps(("ok", result), protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:
+            raise TypeError(f"the return value of rank {rank} ({type(result).__name__}) cannot "
+                            f"be sent back to the caller: it does not pickle ({exc}). Return "
+                            f"plain data: numbers, lists, dicts, tensors.") from None
+        # The result goes out now, so a rank that returned counts as finished even while it
+        # waits for its peers below.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        _write_all(res_fd, _FRAME.pack(len(blob)) + blob)
+        os.close(res_fd)
+        res_fd = None
         # Exit barrier (over the store, not gloo): no rank tears its sockets down while a
         # peer may still be in init_process_group or reading the rank's last message.
         # Without it a worker that returns at once makes a slower peer's gloo set-up fail
@@ -188,14 +235,15 @@ def _worker_body(rank, req, res_fd):
             tb = tb.tb_next  # start the traceback at the user's code
         text = "".join(traceback.format_exception(type(exc), exc, tb))
         summary = f"{type(exc).__name__}: {exc}"
-        blob = pickle.dumps(("err", text, summary))
+        blob = _frame(("err", text, summary))
         try:
             sys.stdout.flush()
         except Exception:
             pass
-        _write_all(res_fd, blob)  # report first: the caller kills the others right away
-        os.close(res_fd)
-        res_fd = None
+        if res_fd is not None:  # report first: the caller kills the others right away
+            _write_all(res_fd, blob)
+            os.close(res_fd)
+            res_fd = None
         if pg:
             try:
                 import torch.distributed as dist
@@ -203,11 +251,6 @@ def _worker_body(rank, req, res_fd):
                 dist.destroy_process_group()
             except BaseException:
                 pass
-    if res_fd is not None:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        _write_all(res_fd, blob)
-        os.close(res_fd)
     return code
 
 
@@ -248,6 +291,8 @@ class _ZLaunch:
         self.rendezvous = rendezvous  # the caller removes it; we do if the caller is gone
         self.pids = {}         # live (unreaped) pid -> rank
         self.listening = True  # the caller's end is open
+        self.killed = set()    # pids we had to SIGKILL (they outlived our SIGTERM)
+        self.term_at = None    # when we asked the ranks to stop
 
     def send(self, obj):
         try:
@@ -255,12 +300,28 @@ class _ZLaunch:
         except OSError:
             self.listening = False
 
-    def kill(self, sig=signal.SIGKILL):
+    def kill(self, sig=signal.SIGTERM):
+        """Stop the ranks. We stop them with SIGTERM, so that a rank found dead by SIGKILL
+        was killed from outside (the out-of-memory killer) and is named as the cause; a
+        rank still there a second later gets SIGKILL (see escalate)."""
+        if sig == signal.SIGTERM and self.term_at is None:
+            self.term_at = time.monotonic()
         for pid in self.pids:  # unreaped, so the pid cannot have been reused
+            if sig == signal.SIGKILL:
+                self.killed.add(pid)
             try:
-                os.kill(pid, sig)
+                if sig == signal.SIGUSR1:
+                    os.kill(pid, sig)  # the stack dump: the rank alone
+                else:
+                    os.killpg(pid, sig)  # the rank and anything it started
             except OSError:
                 pass
+
+    def escalate(self):
+        """SIGKILL the ranks that outlived our SIGTERM by a second (a handler caught it)."""
+        if self.term_at is not None and self.pids and time.monotonic() - self.term_at > 1.0:
+            self.kill(signal.SIGKILL)
+            self.term_at = None
 
 
 def _zygote_main(ctrl_fd, method):
@@ -307,7 +368,12 @@ def _zygote_main(ctrl_fd, method):
             if zl is None:
                 continue
             rank = zl.pids.pop(pid)
-            zl.send(("exit", rank, pid, os.waitstatus_to_exitcode(status)))
+            try:  # children the rank left behind (a sleep, a pool) end with it
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass
+            code = os.waitstatus_to_exitcode(status)
+            zl.send(("exit", rank, pid, code, pid in zl.killed or code == -signal.SIGTERM))
             if not zl.pids:
                 if zl.listening:
                     sel.unregister(zl.chan)
@@ -349,6 +415,7 @@ def _zygote_main(ctrl_fd, method):
                 pid = os.fork()
                 if pid == 0:  # the rank: drop every descriptor that is not its own
                     try:
+                        os.setpgid(0, 0)  # its own group: children it starts end with it
                         signal.set_wakeup_fd(-1)
                         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                         for fd in open_fds() + [chan.fileno()] + list(pipe_fds):
@@ -360,12 +427,17 @@ def _zygote_main(ctrl_fd, method):
                         _worker_main(rank, req, *mine)
                     finally:
                         os._exit(1)
+                try:  # set in both processes, so a kill never races the child's own call
+                    os.setpgid(pid, pid)
+                except OSError:
+                    pass
             else:
                 env = dict(os.environ)
                 proc = subprocess.Popen(
                     [sys.executable, "-c",
                      "from dtbook._launcher import _spawn_child_main; _spawn_child_main()"],
-                    stdin=subprocess.PIPE, pass_fds=mine, env=env, close_fds=True)
+                    stdin=subprocess.PIPE, pass_fds=mine, env=env, close_fds=True,
+                    process_group=0)
                 pid = proc.pid
                 try:
                     proc.stdin.write(pickle.dumps((rank, mine, req)))
@@ -385,7 +457,8 @@ def _zygote_main(ctrl_fd, method):
 
     zygote_pid = os.getpid()
     while True:
-        for key, _ in sel.select():
+        waiting = any(zl.term_at is not None for zl in launches)
+        for key, _ in sel.select(0.2 if waiting else None):
             if key.data == "wake":
                 try:
                     while os.read(wake_r, 4096):
@@ -399,7 +472,7 @@ def _zygote_main(ctrl_fd, method):
                     msg, fds = b"", []
                 if not msg:  # the caller is gone or shut us down: take every rank with us
                     for zl in launches:
-                        zl.kill()
+                        zl.kill(signal.SIGKILL)
                     for pid in list(owner):
                         try:
                             os.waitpid(pid, 0)
@@ -419,17 +492,20 @@ def _zygote_main(ctrl_fd, method):
                 if not data:  # the caller abandoned this launch
                     zl.listening = False
                     sel.unregister(zl.chan)
-                    zl.kill()
+                    zl.kill(signal.SIGKILL)
                 elif b"K" in data:
                     zl.kill()
                 elif b"D" in data:
                     zl.kill(signal.SIGUSR1)
         reap()
+        for zl in launches:
+            zl.escalate()
 
 
 class _Zygote:
     def __init__(self, method):
         self.method = method
+        self.broken = False  # set by a launch the zygote failed; it is then replaced
         self.lock = threading.Lock()
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -451,8 +527,6 @@ class _Zygote:
         ready = _readable(parent, _START_TIMEOUT)
         msg = parent.recv(1 << 16) if ready else b""
         if msg != b"R":
-            from .dist import LaunchError  # dist imports this module: look it up late
-
             self.close()
             detail = msg[1:].decode(errors="replace") if msg[:1] == b"E" else \
                 ("it did not start within %g s" % _START_TIMEOUT if not ready else
@@ -465,7 +539,7 @@ class _Zygote:
         return self.proc.pid
 
     def alive(self):
-        return self.proc.poll() is None
+        return self.proc.poll() is None and not self.broken
 
     def submit(self, fds):
         with self.lock:
@@ -476,6 +550,11 @@ class _Zygote:
             self.sock.close()  # the zygote sees EOF, kills its ranks and exits
         except OSError:
             pass
+        if self.broken:  # stopped or stuck: it would not see the EOF; its ranks die with it
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -509,6 +588,8 @@ class _Run:
         self.errors = {}                     # rank -> (traceback, summary) or None (died)
         self.order = []                      # failing ranks in the order they were seen
         self.exits = {}                      # rank -> exit code (negative: signal)
+        self.killed_by_us = set()            # ranks our kill ended while they still ran
+        self.returned = set()                # ranks whose result arrived
         self.pids = None
         self.killed = False
         self.timed_out = False
@@ -520,6 +601,7 @@ class _Run:
         self.sel = selectors.DefaultSelector()
         self.chan = None
         self.zygote_gone = False
+        self.exited_at = None
         self.fds = []
 
     # -- set-up ---------------------------------------------------------------------
@@ -537,12 +619,15 @@ class _Run:
         writes = ends[0] + ends[1] + ends[2]
         try:
             self.zygote.submit([theirs.fileno()] + writes)
+            chan.settimeout(max(self.timeout, 10.0))
+            chan.sendall(_frame(self.req))
+        except OSError as exc:  # the zygote's end is gone: no rank has started
+            self.zygote.broken = True
+            raise ZygoteUnavailable(str(exc)) from exc
         finally:
             theirs.close()
             for w in writes:
                 os.close(w)
-        chan.settimeout(max(self.timeout, 10.0))
-        chan.sendall(_frame(self.req))
         chan.setblocking(False)
         self.chanbuf = bytearray()
         self.sel.register(chan, selectors.EVENT_READ, ("chan", None, None))
@@ -565,6 +650,8 @@ class _Run:
                 if grace is not None and now >= grace:
                     break
                 wait = (grace if grace is not None else deadline) - now
+                if self.exited_at is not None:
+                    wait = min(wait, 0.05)  # only stray output left: poll, don't block
                 for key, _ in self.sel.select(max(wait, 0)):
                     self._read(key)
         except BaseException:
@@ -575,12 +662,23 @@ class _Run:
             self._close()
         if not self._all_exited():
             self._force_kill()
+            # The zygote did not report every rank's end in time: it is stopped, stuck or
+            # gone. Whatever it does later, it is not trusted with another launch.
+            self.zygote.broken = True
         return self._outcome()
 
     def _finished(self):
-        if len(self.sel.get_map()) > (1 if self.chan_open else 0):
-            return False  # a pipe is still open
-        return self._all_exited() or self.zygote_gone
+        if self.zygote_gone:
+            return True
+        if not self._all_exited() or not all(self.done):
+            return False
+        if len(self.sel.get_map()) <= (1 if self.chan_open else 0):
+            return True  # every pipe is closed
+        # Every rank exited and reported: an output pipe still open is held by a process
+        # that escaped the rank's group (setsid); read what is there, then stop waiting.
+        if self.exited_at is None:
+            self.exited_at = time.monotonic()
+        return time.monotonic() - self.exited_at > _OUTPUT_GRACE
 
     @property
     def chan_open(self):
@@ -619,6 +717,8 @@ class _Run:
                     self.pids = msg[1]
                 elif msg[0] == "exit":
                     self.exits[msg[1]] = msg[3]
+                    if len(msg) > 4 and msg[4]:
+                        self.killed_by_us.add(msg[1])
             return
         fd = key.fd
         try:
@@ -628,12 +728,16 @@ class _Run:
         if data:
             if kind == 0:
                 buf += data
+                frames = _split_frame_bytes(buf)
+                if frames is not None:  # the whole result is here: no need to wait for EOF,
+                    self.sel.unregister(fd)  # which a child the rank started may hold off
+                    self._result(rank, frames)
             else:
                 self._output(kind, rank, data)
             return
         self.sel.unregister(fd)  # EOF
         if kind == 0:
-            self._result(rank, bytes(buf))
+            self._result(rank, b"")  # no complete result: the rank died before sending it
         else:
             self._output(kind, rank, b"", eof=True)
 
@@ -653,6 +757,7 @@ class _Run:
                               f"caller: {type(exc).__name__}: {exc}\n", "unpicklable result")
             if msg[0] == "ok":
                 self.results[rank] = msg[1]
+                self.returned.add(rank)
                 return
             self.errors[rank] = (msg[1], msg[2])
         self.order.append(rank)
@@ -708,10 +813,11 @@ class _Run:
     def _force_kill(self):
         """Last resort when the zygote cannot report: signal the pids ourselves."""
         for pid in self.pids or ():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+            for kill in (os.killpg, os.kill):
+                try:
+                    kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
 
     def _close(self):
         for fd in self.fds:
@@ -728,8 +834,6 @@ class _Run:
         self.sel.close()
 
     def _outcome(self):
-        from .dist import LaunchError  # dist imports this module: look it up late
-
         ws, pids = self.ws, list(self.pids or ())
         if self.zygote_gone:
             raise LaunchError(f"the zygote (pid {self.zygote.pid}), the process that starts "
@@ -739,12 +843,16 @@ class _Run:
         # cause, even when a peer's error arrived first: that peer's collective failed
         # because the rank was gone.
         deaths = [r for r in range(ws) if not self.errors.get(r)
-                  and self.exits.get(r) not in (None, 0, -signal.SIGKILL)]
+                  and self.exits.get(r) not in (None, 0) and r not in self.killed_by_us
+                  and r not in getattr(self, "returned", ())]
         order = deaths + [r for r in self.order if r not in deaths]
         if order:
             first = order[0]
             tracebacks = {r: e[0] for r, e in self.errors.items() if e is not None}
             msg = f"rank {first} of {ws} failed"
+            if self.exits.get(first) == -signal.SIGKILL and first not in self.killed_by_us:
+                msg += (" (killed by SIGKILL from outside the launch: the out-of-memory killer "
+                        "sends this signal)")
             if self.errors.get(first):
                 msg += ":\n\n" + self.errors[first][0].rstrip()
             else:
@@ -755,10 +863,18 @@ class _Run:
                     f"rank {r} ({_short(self.errors[r][1]) if self.errors.get(r) else 'died'})"
                     for r in others)
             raise LaunchError(msg, rank=first, tracebacks=tracebacks, pids=pids)
+        if self.timed_out and self.pids is None:
+            raise LaunchError(f"launch timed out after {self.timeout:g} s: the worker factory "
+                              f"(pid {self.zygote.pid}) did not start the ranks; it was stopped "
+                              f"or stuck, and the next launch starts a new one",
+                              timed_out=True, pending=list(range(ws)))
         if self.timed_out:
             finished = [r for r in range(ws) if r not in self.pending]
-            msg = (f"launch timed out after {self.timeout:g} s: rank(s) {self.pending} of {ws} "
-                   f"had not finished (finished: {finished})")
+            msg = (f"launch timed out after {self.timeout:g} s: "
+                   + (f"rank(s) {self.pending} of {ws} were still running"
+                      if self.pending else "every rank had returned, but the launch did not end")
+                   + (f"; rank(s) {finished} had returned their results" if finished and
+                      self.pending else ""))
             for r in self.pending:
                 stack = "\n".join(line for line in self.tails[r].rstrip().splitlines()
                                   if not any(f in line for f in _OWN_FILES)

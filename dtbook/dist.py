@@ -102,7 +102,7 @@ import tempfile
 import threading
 import time
 
-from ._launcher import _Run, _Zygote  # the process machinery: the zygote, the ranks, a launch
+from ._launcher import LaunchError, ZygoteUnavailable, _Run, _Zygote  # the process machinery; the error lives there
 
 __all__ = [
     "LaunchError",
@@ -118,25 +118,9 @@ __all__ = [
 # Local ranks per launch: each rank's three pipes travel in one SCM_RIGHTS message, which
 # Linux caps at 253 descriptors; more than a few dozen CPU processes teach nothing anyway.
 MAX_WORLD_SIZE = 64
-
-
-class LaunchError(RuntimeError):
-    """A launch failed: a rank raised or died, or the launch ran past its timeout.
-
-    Attributes: ``rank`` (the first rank that failed, or None for a timeout),
-    ``tracebacks`` (rank -> traceback text, for every rank that raised),
-    ``timed_out`` (bool), ``pending`` (ranks that had not finished when the timeout hit),
-    ``pids`` (the worker processes the launch started, all ended by now).
-    """
-
-    def __init__(self, message, *, rank=None, tracebacks=None, timed_out=False,
-                 pending=(), pids=()):
-        super().__init__(message)
-        self.rank = rank
-        self.tracebacks = dict(tracebacks or {})
-        self.timed_out = timed_out
-        self.pending = list(pending)
-        self.pids = list(pids)
+# select() and poll() take milliseconds in a C int: 2**31 ms is 24.8 days.
+MAX_TIMEOUT = 2**31 / 1000 - 60
+LaunchError.__module__ = __name__  # shown as dtbook.dist.LaunchError, its public name
 
 
 # --------------------------------------------------------------------------- validation
@@ -234,6 +218,9 @@ def launch(fn, world_size, *args, timeout=60.0, threads=None, start_method=None)
         raise ValueError(f"world_size must be at most {MAX_WORLD_SIZE} for local processes, "
                          f"got {world_size}")
     timeout = _positive_seconds("timeout", timeout)
+    if timeout > MAX_TIMEOUT:
+        raise ValueError(f"timeout must be at most {MAX_TIMEOUT:g} s (about 24 days, the "
+                         f"longest wait the system's timers take), got {timeout!r}")
     threads = max(1, _cores() // world_size) if threads is None else _whole("threads", threads, 1)
     method = _method(start_method)
     import cloudpickle
@@ -243,7 +230,6 @@ def launch(fn, world_size, *args, timeout=60.0, threads=None, start_method=None)
     except Exception as exc:
         raise LaunchError(f"could not pickle fn and its arguments for the workers: "
                           f"{type(exc).__name__}: {exc}") from exc
-    zygote = _zygote(method)
     rendezvous = tempfile.mkdtemp(prefix="dtbook-launch-")  # private to this launch
     req = {
         "world_size": world_size, "payload": payload, "threads": threads,
@@ -252,7 +238,12 @@ def launch(fn, world_size, *args, timeout=60.0, threads=None, start_method=None)
         "modules": sorted(m for m in list(sys.modules) if m.startswith("torch.distributed")),
     }
     try:
-        return _Run(zygote, req, timeout).go()
+        for attempt in (1, 2):  # a zygote found broken is replaced once, before any rank ran
+            try:
+                return _Run(_zygote(method), req, timeout).go()
+            except ZygoteUnavailable as exc:
+                if attempt == 2:
+                    raise LaunchError(f"the worker factory could not be reached twice: {exc}")
     finally:
         shutil.rmtree(rendezvous, ignore_errors=True)
 

@@ -282,18 +282,38 @@ def test_deadlock_in_recv_times_out():
     assert_no_workers_left(info.value.pids)
 
 
-def test_keyboard_interrupt_ends_the_ranks():
+def flagging_hanging_worker(rank, world_size, flag):
+    if rank == 1:
+        open(flag, "w").close()  # the ranks are up: now the interrupt can come
+        time.sleep(3600)
+    dist.barrier()
+
+
+def test_keyboard_interrupt_ends_the_ranks(tmp_path):
     import signal
 
     if threading.current_thread() is not threading.main_thread():
         pytest.skip("SIGINT reaches only the main thread")
-    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
+    flag = tmp_path / "running"
+    stop = threading.Event()
+
+    def interrupt_once_running():
+        # Send Ctrl-C once the ranks run, not after a fixed delay: on a busy machine the
+        # ranks may take seconds to start, and the interrupt must land inside the launch.
+        while not stop.is_set() and not flag.exists():
+            time.sleep(0.02)
+        if not stop.is_set():
+            os.kill(os.getpid(), signal.SIGINT)
+
+    ddist.start()
+    thread = threading.Thread(target=interrupt_once_running, daemon=True)
+    thread.start()
     try:
         with pytest.raises(KeyboardInterrupt):
-            launch(hanging_worker, 2, timeout=60)
+            launch(flagging_hanging_worker, 2, str(flag), timeout=120)
     finally:
-        timer.cancel()
+        stop.set()
+        thread.join(5)
     assert zygote_children() == [] and any_zombie_children() == []
 
 
@@ -435,6 +455,7 @@ def test_a_rank_that_left_on_its_own_is_named_even_if_a_peer_reported_first():
     run.errors = {1: ("Traceback ...\nRuntimeError: Connection closed by peer\n", "RuntimeError")}
     run.order = [1]
     run.exits = {0: 7, 1: 1, 2: -9}
+    run.killed_by_us = {2}
     run.results = [None] * 3
     run.done = [True, True, True]
     run.tails = {0: "rank 0 leaves abruptly\n", 1: "", 2: ""}
@@ -443,3 +464,130 @@ def test_a_rank_that_left_on_its_own_is_named_even_if_a_peer_reported_first():
     assert info.value.rank == 0
     assert "exited with code 7" in str(info.value)
     assert "rank 1 (RuntimeError)" in str(info.value)
+
+
+# ----------------------------------------------------------------------------- hardening
+# Each case below was found by running the public API under load (issue "Harden the
+# pattern", section 3); each test fails on the launcher as it was before.
+
+def sigkilled_worker(rank, world_size):
+    import signal
+
+    dist.barrier()
+    if rank == 1:
+        os.kill(os.getpid(), signal.SIGKILL)  # what the out-of-memory killer does
+    dist.barrier()  # the others fail here once rank 1 is gone
+
+
+def test_a_sigkilled_rank_is_named_not_an_innocent_peer():
+    for _ in range(6):  # the blame used to land on a peer in about 1 launch of 10
+        with pytest.raises(LaunchError) as info:
+            launch(sigkilled_worker, 4, timeout=60)
+        assert info.value.rank == 1, str(info.value)
+        assert "SIGKILL" in str(info.value)
+        assert_no_workers_left(info.value.pids)
+
+
+def test_a_killed_rank_is_named_even_if_a_peer_reported_first():
+    # Replay of the race: rank 0 was SIGKILLed from outside, rank 1's collective failed and
+    # its traceback arrived first, then our kill ended rank 2 (also by SIGKILL).
+    from dtbook._launcher import _Run
+
+    run = _Run.__new__(_Run)
+    run.ws, run.zygote_gone, run.timed_out = 3, False, False
+    run.pids = [101, 102, 103]
+    run.errors = {1: ("Traceback ...\nRuntimeError: Connection closed by peer\n", "RuntimeError")}
+    run.order = [1]
+    run.exits = {0: -9, 1: 1, 2: -9}
+    run.killed_by_us = {2}
+    run.returned = set()
+    run.results = [None] * 3
+    run.done = [True, True, True]
+    run.tails = {0: "", 1: "", 2: ""}
+    with pytest.raises(LaunchError) as info:
+        run._outcome()
+    assert info.value.rank == 0 and "SIGKILL" in str(info.value)
+
+
+def child_starting_worker(rank, world_size, daemon):
+    if daemon:
+        import multiprocessing
+
+        p = multiprocessing.get_context("fork").Process(target=time.sleep, args=(1000,),
+                                                        daemon=True)
+        p.start()
+        return p.pid
+    return subprocess.Popen(["sleep", "1000"]).pid  # inherits the rank's stdout and stderr
+
+
+@pytest.mark.parametrize("daemon", [False, True], ids=["popen", "multiprocessing"])
+def test_a_worker_that_starts_a_child_neither_hangs_nor_leaves_it(daemon):
+    t0 = time.monotonic()
+    pids = launch(child_starting_worker, 2, daemon, timeout=60)
+    assert time.monotonic() - t0 < 45  # it used to hang until the timeout
+    deadline = time.monotonic() + 10
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(alive(p) for p in pids), "a child of a rank outlived the launch"
+
+
+def returning_and_hanging_worker(rank, world_size):
+    if rank == 1:
+        time.sleep(3600)
+    return rank  # rank 0 returns, then waits for rank 1 at the exit
+
+
+def test_a_timeout_says_which_ranks_returned_and_which_are_stuck():
+    with pytest.raises(LaunchError) as info:
+        launch(returning_and_hanging_worker, 2, timeout=4)
+    msg = str(info.value)
+    assert info.value.timed_out and info.value.pending == [1]
+    assert "rank(s) [1] of 2 were still running" in msg and "rank(s) [0] had returned" in msg
+    assert "rank 1 was here" in msg and "returning_and_hanging_worker" in msg
+    assert "rank 0 was here" not in msg
+
+
+def test_a_stalled_zygote_is_replaced():
+    import signal
+
+    ddist.start()
+    z = ddist._ZYGOTES["fork"]
+    os.kill(z.pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(LaunchError, match="did not start the ranks"):
+            launch(allreduce_worker, 2, 1, timeout=2)
+    finally:
+        os.kill(z.pid, signal.SIGCONT)
+    for _ in range(2):  # these used to fail: "zygote died", then a bare BrokenPipeError
+        assert [r["sum"] for r in launch(allreduce_worker, 2, 1)] == [3.0, 3.0]
+    assert ddist._ZYGOTES["fork"].pid != z.pid
+
+
+def test_a_zygote_whose_socket_broke_is_replaced():
+    ddist.start()
+    ddist._ZYGOTES["fork"].sock.close()  # as if the zygote's end had gone away
+    assert [r["sum"] for r in launch(allreduce_worker, 2, 1)] == [3.0, 3.0]
+
+
+def test_a_timeout_beyond_the_system_timers_is_a_value_error():
+    with pytest.raises(ValueError, match="timeout must be at most"):
+        launch(allreduce_worker, 2, 1, timeout=30 * 86400)
+
+
+def lock_returning_worker(rank, world_size):
+    return threading.Lock()
+
+
+def test_an_unpicklable_return_value_is_named():
+    with pytest.raises(LaunchError, match="the return value of rank [01]"):
+        launch(lock_returning_worker, 2)
+
+
+def test_launch_error_has_one_home():
+    from dtbook import _launcher
+
+    assert ddist.LaunchError is _launcher.LaunchError
+    assert "LaunchError" not in vars(_launcher).get("__annotations__", {})
+    import inspect
+
+    assert "from .dist import" not in inspect.getsource(_launcher)
