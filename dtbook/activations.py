@@ -342,3 +342,6 @@ def saved_tensors(fn, *args, exclude=(), **kwargs) -> SavedTensors:
             storage_nbytes=storage.nbytes(), parameter=storage.data_ptr() in protected,
             saved_by=tuple(names.get(_key(t), {}).values()), view=_view(t)))
     return SavedTensors(records, output)
+
+
+check.guard_module(globals())  # every public formula checks its arguments (DESIGN.md)

@@ -64,6 +64,7 @@ import numpy as np
 import sympy as sp
 
 from . import _validate as check
+from .symbolic import is_symbolic
 
 __all__ = [
     "expected_grad_sq", "estimate_grad_sq", "estimate_trace_cov", "noise_scale_simple",
@@ -459,7 +460,15 @@ def lars_trust_ratio(weight_norm, grad_norm, weight_decay=0):
     check.positive("weight_norm", weight_norm)
     check.nonnegative("grad_norm", grad_norm)
     check.nonnegative("weight_decay", weight_decay)
+    _some_update(grad_norm, weight_decay)
     return weight_norm / (grad_norm + weight_decay * weight_norm)
+
+
+def _some_update(grad_norm, weight_decay):
+    if not is_symbolic(grad_norm, weight_decay) and np.any(
+            (np.asarray(grad_norm, dtype=float) == 0) & (np.asarray(weight_decay, dtype=float) == 0)):
+        raise ValueError("grad_norm and weight_decay are both 0: there is no update, and the "
+                         "trust ratio ‖w‖/0 is undefined")
 
 
 def lars_relative_update(lr, weight_norm, grad_norm, weight_decay=0, cos=0):
@@ -475,6 +484,7 @@ def lars_relative_update(lr, weight_norm, grad_norm, weight_decay=0, cos=0):
     check.nonnegative("weight_decay", weight_decay)
     if not isinstance(cos, sp.Basic) and not np.all(np.abs(np.asarray(cos, dtype=float)) <= 1):
         raise ValueError(f"cos must lie in [-1, 1], got {cos!r}")
+    _some_update(grad_norm, weight_decay)
     wd = weight_decay * weight_norm
     step_norm = _sqrt(grad_norm**2 + 2 * cos * grad_norm * wd + wd**2)
     return lr * step_norm / (grad_norm + wd)
@@ -493,3 +503,6 @@ def ramp_updates(tokens, batches):
     check.nonnegative("tokens", d)
     check.positive("batches", b)
     return float(np.sum(d / b))
+
+
+check.guard_module(globals())  # every public formula checks its arguments (DESIGN.md)

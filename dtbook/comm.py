@@ -754,3 +754,6 @@ def bus_bandwidth(n, seconds, p, collective="allreduce"):
     ``bus_bandwidth(n, allreduce_time(n, p, 0, beta), p) == beta``.
     """
     return algorithm_bandwidth(n, seconds) * bus_factor(collective, p)
+
+
+check.guard_module(globals())  # every public formula checks its arguments (DESIGN.md)

@@ -281,6 +281,11 @@ def failure_multiplier_exact(failure_rate, checkpoint_interval, checkpoint_overh
     if any(isinstance(v, sp.Basic) and v.free_symbols for v in (lam, c, o, r)):
         return (sp.exp(lam * (1 + o) * c) - 1) * (1 / lam + r) / c
     lam, c, o, r = (np.asarray(v, dtype=float) for v in (lam, c, o, r))
+    exponent = np.asarray(lam * (1 + o) * c, dtype=float)
+    if np.any(exponent > 700):  # e^700 is near the largest float
+        raise ValueError(f"failure_rate × checkpoint_interval is {exponent.max():.3g}: a segment "
+                         f"expects e^{exponent.max():.3g} attempts, far beyond any real run; "
+                         "shorten checkpoint_interval")
     grow = np.expm1(lam * (1 + o) * c)  # e^{λw} − 1, accurate for small λw
     safe = np.where(lam > 0, lam, 1.0)
     # (e^{λw} − 1)/λ tends to w as λ → 0: take that limit exactly at λ = 0.
@@ -330,6 +335,13 @@ def simulate_failures(work, failure_rate, checkpoint_interval, checkpoint_overhe
     full, last = divmod(float(work), float(checkpoint_interval))
     segments = [float(checkpoint_interval)] * int(full) + ([last] if last > 1e-12 * work else [])
     walls = np.array([(1 + checkpoint_overhead) * s for s in segments])
+    # Each segment needs e^(λ·wall) attempts on average: refuse a run that would not end.
+    attempts = float(np.sum(np.exp(np.minimum(failure_rate * walls, 700.0))))
+    if attempts > 1e6:
+        raise ValueError(
+            f"failure_rate {failure_rate!r}/s against segments of {walls.max():.4g} s: each run "
+            f"would need about {attempts:.3g} attempts, so it would (almost) never finish; "
+            "shorten checkpoint_interval or lower failure_rate")
     done = np.zeros(runs, dtype=int)  # segments completed by each run
     clock = np.zeros(runs)
     active = np.arange(runs)
@@ -400,3 +412,6 @@ def scaled_mfu(mfu, compute_time, comm_time, overlap=0.0):
     if arr is not None and np.any(arr > 1):
         raise ValueError(f"overlap must lie in [0, 1], got {overlap!r}")
     return mfu * compute_time / (compute_time + (1 - overlap) * comm_time)
+
+
+check.guard_module(globals())  # every public formula checks its arguments (DESIGN.md)

@@ -101,6 +101,8 @@ def io_ridge_point(peak_flops, storage_bandwidth):
     """The I/O ridge point F / B_storage in FLOP per byte (chapter 03a): below it, storage
     binds. Use one device's F with that device's share of the bandwidth, or the total of
     both. (Chapter 02's :func:`dtbook.roofline.ridge_point`, for the storage ceiling.)"""
+    check.positive("peak_flops", peak_flops)
+    check.positive("storage_bandwidth", storage_bandwidth)
     return _roofline.ridge_point(peak_flops, storage_bandwidth)
 
 
@@ -526,3 +528,6 @@ def run_loader(dataset, workers, compute_time=0.0, consume=None, prefetch_factor
         "indices": np.arange(warmup, warmup + n),
         "median": median,
     }
+
+
+check.guard_module(globals())  # every public formula checks its arguments (DESIGN.md)

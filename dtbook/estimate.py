@@ -160,3 +160,6 @@ def sample_product(medians, factors, samples=100_000, seed=0):
     rng = np.random.default_rng(seed)
     z = rng.standard_normal((int(samples), medians.size))
     return np.exp(np.log(medians) + z * np.log(factors)).prod(axis=1)
+
+
+check.guard_module(globals())  # every public formula checks its arguments (DESIGN.md)

@@ -537,9 +537,6 @@ class Exercise:
         note = f"; {got.note}" if got.note else ""
         if verdict == "correct":
             return "correct", f"{shown} (reference {_fmt(ref, unit)}{note})"
-        if verdict == "coarse":
-            return "wrong", (f"{shown} is rounded too coarsely: give at least 2 significant "
-                             f"figures{note}")
         if ref == 0:
             return "wrong", f"{shown} should be 0"
         fits = None
@@ -547,7 +544,11 @@ class Exercise:
             fits = lambda c: math.isclose(  # noqa: E731 -- digits of c times the reference?
                 _round_sf(ref * c / got.scale, got.figures), got.number, rel_tol=1e-9)
         slip = dim == "1" and (unit == "%" or abs(ref) <= 1)  # a fraction, or a percent
-        return "wrong", f"{shown} {_diagnose(got.value / ref, tol, dim, fits, slip)}{note}"
+        diagnosis = _diagnose(got.value / ref, tol, dim, fits, slip)
+        if verdict == "coarse" and "binary vs decimal" not in diagnosis:
+            return "wrong", (f"{shown} is rounded too coarsely: give at least 2 significant "
+                             f"figures{note}")
+        return "wrong", f"{shown} {diagnosis}{note}"
 
     def _precision(self, ref: float, got: _Typed, tol: float) -> str:
         """The grading policy (PRECISION_POLICY): "correct", "coarse" or "wrong"."""

@@ -219,3 +219,6 @@ def transformer_matmul_flops(cfg, batch, seq):
         "backward": backward,
         "total": forward + backward,
     }
+
+
+check.guard_module(globals())  # every public formula checks its arguments (DESIGN.md)

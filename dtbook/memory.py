@@ -74,3 +74,6 @@ def min_devices(total_bytes, device_bytes):
     if isinstance(ratio, np.ndarray):
         return np.ceil(ratio).astype(int)
     return int(math.ceil(ratio))
+
+
+check.guard_module(globals())  # every public formula checks its arguments (DESIGN.md)

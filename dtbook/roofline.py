@@ -354,3 +354,6 @@ class Kernel:
         if resource == "network":
             return self.net_intensity
         raise ValueError(f"resource must be 'memory' or 'network', got {resource!r}")
+
+
+check.guard_module(globals())  # every public formula checks its arguments (DESIGN.md)

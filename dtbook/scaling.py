@@ -33,6 +33,7 @@ import numpy as np
 import sympy as sp
 
 from . import _validate as check
+from .symbolic import is_symbolic
 from . import flops
 
 __all__ = [
@@ -329,6 +330,9 @@ def lifetime_flops(params, tokens, inference_tokens):
     pass, :func:`dtbook.flops.forward_flops` (2Ψ per token; attention and the prompt-cache
     economics of real serving are left out).
     """
+    check.nonnegative("params", params)
+    check.nonnegative("tokens", tokens)
+    check.nonnegative("inference_tokens", inference_tokens)
     return flops.training_flops(params, tokens) + flops.forward_flops(params, inference_tokens)
 
 
@@ -393,6 +397,9 @@ def loss_gap(probability, tau):
     """
     check.fraction("probability", probability)
     check.positive("tau", tau)
+    if not is_symbolic(probability) and np.any(np.asarray(probability, dtype=float) >= 1):
+        raise ValueError(f"probability must be below 1 (certainty lies infinitely far below "
+                         f"the threshold), got {probability!r}")
     return tau * _log(probability / (1 - probability))
 
 
@@ -400,7 +407,11 @@ def emergence_params(threshold, law: LossLaw = CHINCHILLA):
     """Parameters at which the model term alone reaches a threshold loss:
     Ψ_c = (A / (L_c − E))^(1/α) (chapter 09). This is the infinite-data limit: with finite
     data the data term adds to the loss and Ψ_c only grows."""
-    return iso_loss_asymptotes(threshold, law)[0]
+    check.positive("threshold", threshold)
+    try:
+        return iso_loss_asymptotes(threshold, law)[0]
+    except ValueError as e:  # said of its target_loss: here that is the threshold
+        raise ValueError(str(e).replace("target_loss", "threshold")) from None
 
 
 # --- fitting ------------------------------------------------------------------------------------
@@ -426,6 +437,7 @@ def information_criterion(rss, n, k, kind: str = "bic", noise=None):
     from the residuals themselves, so on a smooth curve measured very precisely any small
     systematic misfit looks significant; a measured noise level avoids that.
     """
+    check.nonnegative("rss", rss)  # a sum of squares: a negative one is a mistake
     check.positive("n", n)
     check.nonnegative("k", k)
     if kind not in ("bic", "aic"):
@@ -671,3 +683,6 @@ def isoflop_minimum(params, losses):
     if not c2 > 0:
         raise ValueError("the IsoFLOP profile has no valley (the fitted parabola opens downwards)")
     return float(math.exp(-c1 / (2 * c2)))
+
+
+check.guard_module(globals())  # every public formula checks its arguments (DESIGN.md)

@@ -1,0 +1,225 @@
+"""Every public formula function keeps its contract (DESIGN.md): a bad number gives a
+ValueError that names the argument, quickly; nothing returns NaN or raises a bare TypeError,
+ZeroDivisionError or OverflowError.
+
+The functions are found by introspection, so a new formula module, or a new function in one,
+is held to this without anyone listing it. Each needs one valid call to start from: most are
+found by trying house values for the parameters (``HOUSE``); the few that take data, a config
+or a name have theirs in ``BASELINES``. A function for which no valid call is known fails
+the test, so none slips through untested.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import math
+import numbers
+import pkgutil
+import re
+import signal
+
+import numpy as np
+import pytest
+
+import dtbook
+
+# Modules that compute rather than run: every public function here is a formula.
+NOT_FORMULAS = {
+    # they run processes, measure, train, draw or parse text, and have tests of their own
+    "dist", "_launcher", "_validate", "exercises", "microbench", "nn", "toylm", "plotting",
+    "widgets", "measure", "symbolic", "units", "collectives", "parallel", "parallel.counting",
+    # catalogs: they take names, and name the bad one (tests/test_hardware.py, test_models.py)
+    "hardware", "models",
+}
+# Functions of formula modules that are not formulas: they run a loader or write files.
+NOT_FORMULA_FUNCTIONS = {"datapipe.make_tokens", "datapipe.write_shards", "datapipe.run_loader",
+                         "activations.saved_tensors"}
+
+HOUSE = {"world": 8, "p": 8, "P": 8, "tp": 8, "dp": 8, "pp": 4, "params": 7e9, "tokens": 1e12,
+         "nbytes": 1e9, "n": 1e9, "alpha": 1e-5, "beta": 5e10, "mfu": 0.4, "peak_flops": 1e15,
+         "batch": 8, "seq": 2048, "hidden": 4096, "layers": 32, "heads": 32, "vocab": 32000}
+TRIES = [None, 8, 0.5, 2, 1e9, 0.1, 1.0, 100, 1e-5, 3]
+
+
+def _baselines():
+    from dtbook import models
+
+    cfg = models.get("llama3-8b")
+    x = np.array([1e6, 1e7, 1e8, 1e9, 1e10])
+    return {
+        "batchsize.estimate_grad_sq": dict(grad_sq_small=2.0, grad_sq_big=1.5, batch_small=8,
+                                           batch_big=64),
+        "batchsize.estimate_trace_cov": dict(grad_sq_small=2.0, grad_sq_big=1.5, batch_small=8,
+                                             batch_big=64),
+        "batchsize.noise_from_two_batches": dict(grad_sq_small=2.0, grad_sq_big=1.5,
+                                                 batch_small=8, batch_big=64),
+        "batchsize.fit_steps": dict(batch=np.array([32.0, 64, 128, 256, 512]),
+                                    steps=np.array([1e4 * (1 + 100 / b) for b in (32, 64, 128, 256, 512)])),
+        "batchsize.noise_from_per_example": dict(grads=np.random.default_rng(0).normal(size=(16, 5))),
+        "comm.fit_alpha_beta": dict(sizes=np.array([1e3, 1e4, 1e5, 1e6, 1e7]),
+                                    times=1e-5 + np.array([1e3, 1e4, 1e5, 1e6, 1e7]) / 5e9),
+        "comm.algorithms": dict(collective="allreduce"),
+        "comm.traffic": dict(collective="allreduce", n=1e9, p=8),
+        "comm.bus_factor": dict(collective="allreduce", p=8),
+        "cost.price": dict(device="h100-sxm"),
+        "datapipe.pipeline_throughput": dict(_args=(1e3, 2e3, 5e2)),
+        "estimate.combined_factor": dict(_args=(2.0, 3.0)),
+        "estimate.worst_case_factor": dict(_args=(2.0, 3.0)),
+        "estimate.interval_product": dict(_args=((1.0, 2.0), (3.0, 4.0))),
+        "flops.matmul_params": dict(cfg=cfg),
+        "flops.transformer_matmul_flops": dict(cfg=cfg, batch=4, seq=2048),
+        "scaling.fit_power_law": dict(x=x, y=3.0 * x ** -0.3),
+        "scaling.fit_broken_power_law": dict(x=x, y=3.0 * x ** -0.3),
+        "scaling.break_evidence": dict(x=x, y=3.0 * x ** -0.3),
+        "scaling.fit_loss_surface": dict(
+            params=np.repeat([1e7, 1e8, 1e9], 3), tokens=np.tile([1e9, 1e10, 1e11], 3),
+            losses=1.7 + 400 / np.repeat([1e7, 1e8, 1e9], 3) ** 0.34
+            + 410 / np.tile([1e9, 1e10, 1e11], 3) ** 0.28),
+        "scaling.isoflop_minimum": dict(params=np.array([1e8, 3e8, 1e9, 3e9, 1e10]),
+                                        losses=np.array([3.1, 2.9, 2.85, 2.9, 3.05])),
+    }
+
+
+class _Hung(Exception):
+    pass
+
+
+def _alarm(*_):
+    raise _Hung
+
+
+def _call(fn, kwargs, seconds=3.0):
+    args = kwargs.get("_args", ())
+    kw = {k: v for k, v in kwargs.items() if k != "_args"}
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        return fn(*args, **kw)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _functions():
+    out = []
+    for info in pkgutil.walk_packages(dtbook.__path__, "dtbook."):
+        short = info.name.removeprefix("dtbook.")
+        if short in NOT_FORMULAS or short.split(".")[-1].startswith("_"):
+            continue
+        module = importlib.import_module(info.name)
+        for name, fn in sorted(vars(module).items()):
+            if (inspect.isfunction(fn) and not name.startswith("_") and fn.__module__ == info.name
+                    and f"{short}.{name}" not in NOT_FORMULA_FUNCTIONS):
+                out.append((f"{short}.{name}", fn))
+    return out
+
+
+FUNCTIONS = _functions()
+BASELINES = _baselines()
+
+
+def _baseline(qualname, fn):
+    if qualname in BASELINES:
+        return BASELINES[qualname]
+    required = [p for p in inspect.signature(fn).parameters.values()
+                if p.default is inspect.Parameter.empty
+                and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    for value in TRIES:
+        kwargs = {p.name: HOUSE.get(p.name, 8 if value is None else value) for p in required}
+        try:
+            _call(fn, kwargs)
+            return kwargs
+        except Exception:
+            continue
+    return None
+
+
+def _finite(x) -> bool:
+    if isinstance(x, (bool, np.bool_, str)) or x is None:
+        return True
+    if isinstance(x, numbers.Number):
+        return isinstance(x, numbers.Real) and math.isfinite(x)
+    if isinstance(x, np.ndarray):
+        return x.dtype.kind not in "fc" or bool(np.all(np.isfinite(x)))
+    if isinstance(x, (tuple, list)):
+        return all(_finite(v) for v in x)
+    if isinstance(x, dict):
+        return all(_finite(v) for v in x.values())
+    return True  # result objects: their own tests look inside
+
+
+# Values no formula takes for a number, and the values some formulas take and others refuse.
+MUST_REFUSE = [None, float("nan"), "12", 1 + 1j, True, float("inf")]
+MAY_REFUSE = [-1.0, 0, 10**400]
+
+
+@pytest.mark.parametrize("qualname,fn", FUNCTIONS, ids=[q for q, _ in FUNCTIONS])
+def test_every_formula_refuses_bad_numbers_by_name(qualname, fn):
+    base = _baseline(qualname, fn)
+    assert base is not None, (f"{qualname}: no valid call found; add one to BASELINES in "
+                              "tests/test_contracts.py")
+    numeric = [k for k, v in base.items() if k != "_args" and isinstance(v, numbers.Real)
+               and not isinstance(v, bool)]
+    problems = []
+    for name in numeric:
+        for bad in MUST_REFUSE + MAY_REFUSE:
+            if "intensity" in name and bad == float("inf"):
+                continue  # moving no bytes is an infinite intensity, and allowed
+            kwargs = dict(base, **{name: bad})
+            try:
+                out = _call(fn, kwargs)
+            except ValueError as e:
+                if not re.search(rf"\b{re.escape(name)}\b", str(e)):
+                    problems.append(f"{name}={bad!r:.20}: ValueError names another argument: {e}")
+                continue
+            except _Hung:
+                problems.append(f"{name}={bad!r:.20}: did not return within 3 s")
+                continue
+            except Exception as e:
+                problems.append(f"{name}={bad!r:.20}: {type(e).__name__}: {e}"[:200])
+                continue
+            if any(bad is b for b in MUST_REFUSE) or (isinstance(bad, float) and bad != bad):
+                problems.append(f"{name}={bad!r:.20}: accepted, returned {out!r:.60}")
+            elif not _finite(out):
+                problems.append(f"{name}={bad!r:.20}: returned a non-finite {out!r:.60}")
+    assert not problems, f"{qualname}:\n  " + "\n  ".join(problems)
+
+
+# The calls a fuzzer found returning nonsense, dividing by zero or never returning.
+FOUND = [
+    ("comm.allreduce_time", (1e9, 8, None, 5e10), "alpha"),
+    ("comm.allreduce_time", (1e9, 8, 1e-5, None), "beta"),
+    ("comm.allreduce_time", (10**400, 8, 1e-5, 5e10), "n"),
+    ("roofline.binding_ceiling", (None, 3e12, 100.0, 5e10, 1000.0), None),
+    ("scaling.capability", (None, 2.0, 0.1), "loss_value"),
+    ("scaling.capability", (float("nan"), 2.0, 0.1), "loss_value"),
+    ("scaling.lifetime_flops", (1e9, 2e10, -1), "inference_tokens"),
+    ("scaling.emergence_params", (-1,), "threshold"),
+    ("scaling.information_criterion", (-1.0, 20, 2), "rss"),
+    ("scaling.loss_gap", (1.0, 0.1), "probability"),
+    ("cost.failure_multiplier_exact", (1.0, 1e6), "failure_rate"),
+    ("cost.simulate_failures", (86400, 1.0, 3600), "failure_rate"),
+]
+
+
+@pytest.mark.parametrize("qualname,args,name", FOUND, ids=[f"{q}{i}" for i, (q, _, _) in enumerate(FOUND)])
+def test_what_the_fuzzer_found_is_refused_by_name(qualname, args, name):
+    module, func = qualname.split(".")
+    fn = getattr(importlib.import_module(f"dtbook.{module}"), func)
+    params = list(inspect.signature(fn).parameters)
+    with pytest.raises(ValueError) as info:
+        _call(fn, dict(zip(params, args)))
+    expected = name or next(p for p, a in zip(params, args) if a is None)
+    assert re.search(rf"\b{expected}\b", str(info.value)), str(info.value)
+
+
+def test_symbols_still_pass_through():
+    import sympy as sp
+
+    from dtbook import comm, flops, scaling
+    from dtbook import symbolic as S
+
+    assert comm.allreduce_time(S.nbytes, S.world, S.alpha, S.beta).free_symbols
+    assert flops.training_flops(S.params, S.tokens) == 6 * S.params * S.tokens
+    assert isinstance(scaling.loss_gap(sp.Symbol("p", positive=True), S.mfu), sp.Basic)
