@@ -183,11 +183,12 @@ def guarded(fn):
     return checked
 
 
-def guard_module(namespace: dict) -> None:
+def guard_module(namespace: dict, exclude=()) -> None:
     """Wrap every public function defined in a formula module (call it at the module's end
-    with ``globals()``); classes and imported names are left alone."""
+    with ``globals()``); classes, imported names and the functions named in ``exclude``
+    (those that run or write rather than compute) are left alone."""
     module = namespace["__name__"]
     for key, value in list(namespace.items()):
-        if (inspect.isfunction(value) and not key.startswith("_")
+        if (inspect.isfunction(value) and not key.startswith("_") and key not in exclude
                 and value.__module__ == module):
             namespace[key] = guarded(value)

@@ -530,4 +530,4 @@ def run_loader(dataset, workers, compute_time=0.0, consume=None, prefetch_factor
     }
 
 
-check.guard_module(globals())  # every public formula checks its arguments (DESIGN.md)
+check.guard_module(globals(), exclude={"make_tokens", "write_shards", "run_loader"})  # DESIGN.md
