@@ -13,7 +13,7 @@ WORKERS ?= 2
 # Extra pytest options, e.g. PYTEST_EXTRA=--durations=0 (benchmarks/under_load.sh uses it).
 PYTEST_EXTRA ?=
 
-.PHONY: book test clean
+.PHONY: book test lab clean
 
 $(READY): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,9 @@ test: $(READY)
 	$(PY) -m pytest -n $(WORKERS) --dist loadfile \
 		--nbval-lax --nbval-current-env --nbval-cell-timeout=$(CELL_TIMEOUT) \
 		$(PYTEST_EXTRA) tests chapters
+
+lab: $(READY)
+	$(VENV)/bin/jupyter lab chapters/
 
 clean:
 	rm -rf _build .pytest_cache

@@ -14,7 +14,7 @@ burners=()
 stop() { for p in "${burners[@]}"; do kill "$p" 2>/dev/null; done; }
 trap stop EXIT INT TERM
 for _ in 1 2; do python3 -c 'while True: pass' & burners+=($!); done
-make .venv/.ready >/dev/null
+make .venv/.ready >/dev/null 2>&1 || { echo "could not set up .venv (make .venv/.ready)"; exit 1; }
 log=$(mktemp -d)
 fails=0
 for i in $(seq "$runs"); do

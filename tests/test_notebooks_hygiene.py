@@ -116,3 +116,59 @@ def test_exercise_headings_carry_their_ids(path):
     for title, chapter, k, nonumber in blocks:
         assert title.strip().startswith(f"{chapter}.{k} "), f"exercise ex-{chapter}-{k} title lacks its id"
         assert nonumber, f"exercise ex-{chapter}-{k} needs :nonumber:"
+
+
+# ---- what the page shows (DESIGN.md) and what a reader can run ----------------------------------
+
+def _tidy():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("nbtidy", ROOT / "scripts" / "nbtidy.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_bookkeeping_is_hidden_and_the_notebook_is_tidy(path):
+    """No visible cell only glues, imports or seeds; scripts/nbtidy.py would change nothing."""
+    import ast
+
+    tidy = _tidy()
+    for i, cell in enumerate(_cells(path)):
+        if cell["cell_type"] != "code":
+            continue
+        try:
+            body = ast.parse(_source(cell)).body
+        except SyntaxError:
+            continue
+        tags = set(cell.get("metadata", {}).get("tags", []))
+        if body and all(tidy.is_bookkeeping(n) for n in body):
+            assert tags & {"remove-input", "remove-cell"}, f"{path.name} cell {i} is bookkeeping, shown"
+    before = path.read_text(encoding="utf-8")
+    after = json.dumps(tidy.tidy(json.loads(before), tidy.repository_url()), indent=1,
+                       ensure_ascii=False) + "\n"
+    assert after == before, f"run: python scripts/nbtidy.py {path.relative_to(ROOT)}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_first_code_cell_installs_dtbook_from_the_one_address(path):
+    cells = [c for c in _cells(path) if c["cell_type"] == "code"]
+    url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
+    assert _source(cells[0]).startswith("# dtbook-install") and url in _source(cells[0])
+
+
+def test_no_placeholder_on_the_pages():
+    url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
+    texts = {p: p.read_text(encoding="utf-8") for p in [ROOT / "index.md", ROOT / "README.md"]
+             + sorted((ROOT / "chapters").rglob("*.md")) + NOTEBOOKS}
+    for path, text in texts.items():
+        assert not re.search(r"<(this repository|it|url|repo)>|TODO|XXX", text), path.name
+        for found in re.findall(r"https://github\.com/[\w.-]+/[\w.-]+", text):
+            assert found == url, f"{path.name} names {found}, not the book's {url}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_the_original_edition_is_named_not_anonymous(path):
+    text = path.read_text(encoding="utf-8")
+    assert not re.search(r"source book", text, re.I), "say 'the original edition' (DESIGN.md)"
