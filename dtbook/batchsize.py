@@ -34,7 +34,7 @@ general B_noise = B_simple · [tr(HΣ)/trΣ] / [GᵀHG/|G|²], the ratio of the 
 sees to the curvature the gradient sees. Given a Hessian, :func:`noise_from_per_example`
 returns B_noise too.
 
-The source book gives three definitions of the critical batch that are not the same quantity:
+The original edition gives three definitions of the critical batch that are not the same quantity:
 G²/H with G² = E|∇L|² and H = E[∇Lᵀ∇²L ∇L] (with ∇L the true gradient that is ε_max; with
 ∇L one example's gradient it is (|G|² + trΣ)/(GᵀHG + tr(HΣ)); either way it scales as 1/k when
 the loss is multiplied by k, like a learning rate), "equivalently" tr(Σ)/tr(H) (which scales as
@@ -48,7 +48,7 @@ scaling rule, η(B) = η₀·B/B₀, and its limit. Adam-like optimisers divide 
 root-mean-square of the gradient, √(|G|² + trΣ/B), which for B ≪ B_noise shrinks like 1/√B;
 their step is an SGD step of rate η√B/σ, and asking that effective rate to grow linearly in B
 gives η ∝ √B: the *square-root* rule η(B) = η₀·√(B/B₀), saturating like the linear one
-(η_opt(B) = η_max/√(1 + B_noise/B) when B_simple = B_noise). The source book states η ∝ √B
+(η_opt(B) = η_max/√(1 + B_noise/B) when B_simple = B_noise). The original edition states η ∝ √B
 but derives η ∝ 1/√B; both rules increase the rate with the batch.
 
 Formula functions accept Python numbers, NumPy arrays and SymPy symbols alike; numeric inputs
@@ -160,7 +160,7 @@ def noise_scale(trace_hess_cov, grad_hess_grad):
 def max_lr(grad_sq, grad_hess_grad):
     """ε_max = |G|²/(GᵀHG): the best SGD learning rate with an exact gradient (chapter 10).
 
-    This is what the source book writes as the critical batch "G²/H" (reading its ∇L as the
+    This is what the original edition writes as the critical batch "G²/H" (reading its ∇L as the
     true gradient): a learning rate (it scales as 1/k when the loss is multiplied by k), not a
     batch size.
     """
@@ -434,7 +434,7 @@ def lr_sqrt(lr0, batch0, batch):
 
     Adam's update is divided by the gradient's root-mean-square, which shrinks like 1/√B while
     noise dominates; its effective SGD rate is η√B/σ, and the linear rule for that rate gives
-    η ∝ √B. The rate *rises* with B (the source book's derivation arrives at 1/√B).
+    η ∝ √B. The rate *rises* with B (the original edition's derivation arrives at 1/√B).
     """
     check.positive("lr0", lr0)
     check.positive("batch0", batch0)

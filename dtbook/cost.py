@@ -15,7 +15,7 @@ count, which only sets how long the run takes.
 Renting at R per device-hour against owning at a total cost of ownership TCO per device
 breaks even after TCO / R device-hours of use.
 
-Prices are inputs. :data:`PRICES` and :data:`ONPREM_TCO` hold the ranges the source book
+Prices are inputs. :data:`PRICES` and :data:`ONPREM_TCO` hold the ranges the original edition
 quotes for 2024–25 (its chapter 05), dated and labelled as the book's; quote your own
 provider's figures when you have them.
 
@@ -65,7 +65,7 @@ class PriceRange:
         return (self.low + self.high) / 2
 
 
-PRICE_SOURCE = ("Ranges quoted in the source book's chapter 05 for 2024–25 (cloud list and "
+PRICE_SOURCE = ("Ranges quoted in the original edition's chapter 05 for 2024–25 (cloud list and "
                 "market prices); not re-verified against current quotes. Prices move: "
                 "pass your own.")
 

@@ -11,7 +11,7 @@ Conventions, stated once and kept everywhere:
   the margin the runtime keeps anyway.
 * **Link bandwidth β is per direction.** NVLink figures are printed as the bidirectional sum
   (H100: "900 GB/s" = 450 GB/s each way); network and PCIe figures are per direction. The
-  source book mixes the two (curriculum Source issue A.9); here every β is what one GPU can
+  original edition mixes the two (curriculum Source issue A.9); here every β is what one GPU can
   send while it also receives at the same rate, and :attr:`Link.beta_bidirectional` is the
   sum a datasheet prints.
 * **Latency α is an order-of-magnitude default** for one small message, hardware and driver
@@ -366,7 +366,7 @@ def ladder(node_name: str = "dgx-h100") -> list[Tier]:
              bandwidth=sms * smem_bytes_per_clock * clock, latency=5e-9,
              latency_range=(1e-9, 10e-9), scope="per GPU, all SMs",
              source=_H100_ARCH + "; bandwidth " + _SMEM_BW, latency_source=_LAT_BOOK,
-             note=("The source book's '~80 TB/s' for SRAM has no stated derivation; the "
+             note=("The original edition's '~80 TB/s' for SRAM has no stated derivation; the "
                    "shared-memory figure derived here is about 33 TB/s. Registers (as much "
                    "again, 256 KB per SM) feed the cores faster still.")),
         Tier("L2 cache", "memory", capacity=50e6, bandwidth=None, latency=None,

@@ -235,7 +235,7 @@ def step_time(compute_time, comm_time, overlap=0.0):
     Tc + Tm − f·min(Tc, Tm) (chapter 02).
 
     ``overlap=0``: nothing overlaps, Tc + Tm. ``overlap=1``: perfect overlap, max(Tc, Tm),
-    the roofline bound. (The fraction is of the shorter phase; the source book also uses a
+    the roofline bound. (The fraction is of the shorter phase; the original edition also uses a
     fraction of the communication time, curriculum Source issue A.23.)
     """
     check.nonnegative("compute_time", compute_time)

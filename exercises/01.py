@@ -1,7 +1,7 @@
 """Exercises for chapter 01, The Scale Imperative.
 
 Peak compute is the catalog's dense BF16 figure for an H100 SXM, 989.4 TFLOP/s (NVIDIA's
-Hopper whitepaper). The source book writes "~989 TFLOP/s"; its printed answers (1965 days,
+Hopper whitepaper). The original edition writes "~989 TFLOP/s"; its printed answers (1965 days,
 3.18e8 s) match 989.4 to the digit, and 989 would move the fourth digit only (1966 days),
 well inside the 1% tolerance.
 """

@@ -1,7 +1,7 @@
 """Exercises for chapter 02, The Extended Roofline.
 
 Peak compute is the catalog's dense BF16 figure for an H100 SXM, 989.4 TFLOP/s; link
-bandwidths are per direction (dtbook.hardware). The source book divides by NVLink's
+bandwidths are per direction (dtbook.hardware). The original edition divides by NVLink's
 900 GB/s, which is both directions added (curriculum Source issue A.9), so its NVLink ridge
 point and its NVLink/IB ratio are twice ours; its InfiniBand figure, 50 GB/s, is already per
 direction, and there the two agree.
@@ -19,7 +19,7 @@ IB, NVL = hardware.get("ib-ndr400"), hardware.get("nvlink4")
 ON_IB = roofline.Ceilings.from_hardware(H100, IB, "bf16")
 ON_NVL = roofline.Ceilings.from_hardware(H100, NVL, "bf16")
 
-_A9 = ("The source book divides by 900 GB/s for NVLink 4.0. That is the two directions added "
+_A9 = ("The original edition divides by 900 GB/s for NVLink 4.0. That is the two directions added "
        "(18 links × 25 GB/s each way); one direction carries 450 GB/s, the figure to compare "
        "with InfiniBand's 50 GB/s, which is per direction. With the per-direction figure the "
        "NVLink ridge point doubles (curriculum Source issue A.9).")

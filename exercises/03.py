@@ -1,7 +1,7 @@
 """Exercises for chapter 03, The Memory Hierarchy of a Cluster.
 
 Links from dtbook.hardware, β per direction: NVLink 4.0 450 GB/s per GPU, InfiniBand NDR400
-50 GB/s per GPU. The source book uses NVLink's bidirectional 900 GB/s as if it were one
+50 GB/s per GPU. The original edition uses NVLink's bidirectional 900 GB/s as if it were one
 direction (curriculum Source issue A.9), and approximates a ring all-reduce's traffic as 2×
 the buffer whatever the ring's size; where either changes its printed answer, the exercise
 records why.
@@ -14,10 +14,10 @@ from dtbook.units import GB
 H100 = hardware.get("h100-sxm")
 IB, NVL = hardware.get("ib-ndr400"), hardware.get("nvlink4")
 
-_A9 = ("The source book uses 900 GB/s for NVLink 4.0, the two directions added; a ring sends "
+_A9 = ("The original edition uses 900 GB/s for NVLink 4.0, the two directions added; a ring sends "
        "and receives at the same time, so each link carries 450 GB/s each way, which halves the "
        "effective bandwidth (curriculum Source issue A.9).")
-_RING = ("The source book counts each all-reduce as 2× the tensor, the large-P limit; a ring "
+_RING = ("The original edition counts each all-reduce as 2× the tensor, the large-P limit; a ring "
          "of t = 8 GPUs sends 2(t − 1)/t = 1.75× the tensor from each GPU.")
 
 # The TP layer of exercises 3-6: hidden 8192, 32 sequences of 2048 tokens, BF16 activations.

@@ -6,7 +6,7 @@ from dtbook import comm, hardware
 from dtbook.exercises import exercise
 from dtbook.units import GB, MB, us
 
-# The source book's InfiniBand figures for its worked examples (chapter 04, exercises 1, 2).
+# The original edition's InfiniBand figures for its worked examples (chapter 04, exercises 1, 2).
 IB_ALPHA, IB_BETA = 2 * us, 50 * GB
 
 
@@ -64,7 +64,7 @@ def _crossover(link: str) -> float:
     unit="KB",
     hint="n* = αβ, with β the bandwidth in one direction, not the two directions added.",
     book_answer="900 KB",
-    book_note=("The source book takes β = 900 GB/s for NVLink 4.0 and calls it per direction. "
+    book_note=("The original edition takes β = 900 GB/s for NVLink 4.0 and calls it per direction. "
                "900 GB/s is the two directions added (18 links × 50 GB/s, 25 GB/s each way "
                "per link); one direction carries 450 GB/s, which halves n*."),
 )

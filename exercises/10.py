@@ -1,6 +1,6 @@
 """Exercises for chapter 10, Batch Size and Learning Dynamics.
 
-Exercises 10.1 to 10.8 are the source book's (its exercises 1 to 6, exercise 1 split in three);
+Exercises 10.1 to 10.8 are the original edition's (its exercises 1 to 6, exercise 1 split in three);
 10.9 to 10.12 are ours. Where the book's printed answer or reasoning is wrong, ``book_note``
 says why: its exercise 1 calls batch 4096 "past B_crit" although its own fit puts B_crit at
 6,144 (10.3); it claims LARS makes every layer's relative update exactly η (10.6); and it
@@ -150,7 +150,7 @@ def _():
 
 @exercise(
     "10.11",
-    prompt=("The source book's first definition of the critical batch is G²/H, with G² the "
+    prompt=("The original edition's first definition of the critical batch is G²/H, with G² the "
             "squared gradient and H the curvature along it. Which is it: a batch size, a "
             "learning rate, or a loss?"),
     kind="choice",

@@ -6,7 +6,7 @@ from dtbook.units import GB, MB, us
 
 
 def _book_ring_reduce_scatter(data, P):
-    """The source book's schedule, simulated: in step k rank r sends chunk (r − k) mod P to
+    """The original edition's schedule, simulated: in step k rank r sends chunk (r − k) mod P to
     rank r + 1, which adds it to its own copy. Returns the chunk sums each rank ends with."""
     chunks = [list(row) for row in data]          # chunks[r][c]: rank r's copy of chunk c
     for k in range(P - 1):

@@ -31,6 +31,8 @@ NOT_FORMULAS = {
     "widgets", "measure", "symbolic", "units", "collectives", "parallel", "parallel.counting",
     # catalogs: they take names, and name the bad one (tests/test_hardware.py, test_models.py)
     "hardware", "models",
+    # reads the book's own records (the corrections appendix)
+    "edition",
 }
 # Functions of formula modules that are not formulas: they run a loader or write files.
 NOT_FORMULA_FUNCTIONS = {"datapipe.make_tokens", "datapipe.write_shards", "datapipe.run_loader",

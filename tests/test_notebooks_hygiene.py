@@ -172,3 +172,18 @@ def test_no_placeholder_on_the_pages():
 def test_the_original_edition_is_named_not_anonymous(path):
     text = path.read_text(encoding="utf-8")
     assert not re.search(r"source book", text, re.I), "say 'the original edition' (DESIGN.md)"
+
+
+def test_the_corrections_appendix_lists_every_correction():
+    """Counted here independently of dtbook.edition: every book_note and every box."""
+    from dtbook import edition
+    from dtbook.exercises import registry
+
+    notes = sum(1 for ex in registry().values() if ex.book_note)
+    boxes = sum(len(re.findall(r"```\{admonition\} Correction to the original edition", _source(c)))
+                for path in NOTEBOOKS for c in _cells(path) if c["cell_type"] == "markdown")
+    found = edition.corrections()
+    assert notes > 0 and boxes > 0
+    assert len(found) == notes + boxes
+    assert all(c.why.strip() for c in found)
+    assert "corrections" in (ROOT / "_toc.yml").read_text()
