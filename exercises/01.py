@@ -106,7 +106,9 @@ def _():
     prompt=("6ΨD leaves out the attention-score matmuls QKᵀ and A·V. For Llama 3 70B "
             "(dtbook.models.get('llama3-70b')) trained on sequences of 8192 tokens, with the "
             "full S × S score matrix computed, what share of the step's matmul FLOPs do they "
-            "take? Answer in percent."),
+            "take? Count as matmul FLOPs the score matmuls plus 2 FLOP per token for every "
+            "weight of a matrix multiplication, the output head included and the embedding "
+            "table left out (a lookup is no matmul). Answer in percent."),
     unit="%",
     hint="Per layer and sequence, QKᵀ and A·V each cost 2·S²·d_head·heads FLOP forward; the "
          "linear layers cost 2 FLOP per matmul weight per token. The backward triples both.",

@@ -73,8 +73,8 @@ def _():
 @exercise(
     "08.5",
     prompt=("A mixture-of-experts model has 70B active and 1T total parameters. Taking its "
-            "effective size as Ψ_eff = Ψ_active·(Ψ_total/Ψ_active)^0.5, by what factor is its "
-            "model term A/Ψ^0.34 smaller than that of a dense 70B model?"),
+            "effective size as Ψ_eff = Ψ_active·(Ψ_total/Ψ_active)^0.5, what is the ratio of "
+            "its model term A/Ψ_eff^0.34 to that of a dense 70B model (a number below 1)?"),
     unit="",
     hint="The ratio is (Ψ_eff/Ψ_active)^−0.34.",
     book_answer=0.69,

@@ -151,8 +151,9 @@ def _():
 @exercise(
     "10.11",
     prompt=("The original edition's first definition of the critical batch is G²/H, with G² the "
-            "squared gradient and H the curvature along it. Which is it: a batch size, a "
-            "learning rate, or a loss?"),
+            "squared gradient |G|² and H = GᵀHG, the Hessian applied along the gradient itself "
+            "(not normalised to a unit direction). Which is it: a batch size, a learning "
+            "rate, or a loss?"),
     kind="choice",
     choices=("a batch size", "a learning rate", "a loss"),
     hint="Multiply the loss by k: how do G² and GᵀHG change, and so their ratio?",

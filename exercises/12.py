@@ -84,9 +84,11 @@ def _():
     "12.5",
     prompt=("Rabenseifner's all-reduce needs a power of two. On P = 6 ranks, with the "
             "standard fold-in (two of the ranks hand their buffers to a partner first and "
-            "get the result back at the end), how many steps does it take, and how many "
-            "bytes cross the busiest link, as a multiple of the buffer size n? Answer as a "
-            "pair (steps, multiple of n)."),
+            "get the result back at the end), how many steps does it take, and what byte "
+            "count does its bandwidth term charge, as a multiple of the buffer size n? That "
+            "count adds up, over the steps, the largest message any rank sends in that step "
+            "(what the α-β model's steps·α + bytes/β charges). Answer as a pair (steps, "
+            "multiple of n)."),
     unit=("", ""),
     hint="Fold 6 down to 4: one step of n in, 2·log₂4 steps of recursive halving and "
          "doubling moving 2·(4 − 1)/4 of n, one step of n out.",
@@ -98,16 +100,23 @@ def _():
 
 @exercise(
     "12.6",
-    prompt=("A bidirectional ring all-reduce (half the buffer goes each way round) of 16 MB "
-            "over P = 64 ranks with α = 5 µs and β = 50 GB/s per direction: how long does "
+    prompt=("A bidirectional ring all-reduce of 16 MB over P = 64 ranks joined in a ring of "
+            "direct links (a torus or a ring of point-to-point wires, each carrying β = 50 GB/s "
+            "in each direction, α = 5 µs): half the buffer goes each way round, each half a "
+            "full ring all-reduce (reduce-scatter, then all-gather) of its own. How long does "
             "it take?"),
     unit="ms",
     hint="Each half still needs its own reduce-scatter and all-gather of 2(P − 1) steps; "
          "only the bytes per step halve.",
     book_answer="0.63 ms",
-    book_note=("The book halves both terms, (P − 1)α + (P − 1)/P · n/β. Each of the two "
-               "rings still takes 2(P − 1) steps for its half of the buffer, so the latency "
-               "term stays 2(P − 1)α; only the bandwidth term halves."),
+    book_note=("The original edition halves both terms, (P − 1)α + (P − 1)/P · n/β. With half "
+               "the buffer going each way round, each of the two rings still takes 2(P − 1) "
+               "steps for its half, so the latency term stays 2(P − 1)α; only the bandwidth "
+               "term halves. Its 0.63 ms is about what a different bidirectional algorithm "
+               "reaches on direct links: one that reduces each block from both sides at once, "
+               "so that partial sums travel half-way round in each direction and the steps "
+               "halve too. On a switched fabric (NVSwitch, an InfiniBand fat tree) neither "
+               "gains: a unidirectional ring already sends and receives at β on every port."),
 )
 def _():
     return comm.allreduce_time(16 * MB, 64, 5 * us, 50 * GB, "bidirectional_ring")

@@ -2,7 +2,7 @@
 
 from dtbook import comm
 from dtbook.exercises import exercise
-from dtbook.units import GB, MB, ms, us
+from dtbook.units import GB, MB, MiB, ms, us
 
 
 @exercise(
@@ -38,7 +38,8 @@ def _():
     "13.3",
     prompt=("An all-reduce of 1 GB across 8 GPUs takes 80 ms, each GPU on a 400 Gb/s link. "
             "What are its algorithm bandwidth, its bus bandwidth, and its bus bandwidth as "
-            "a fraction of the link's bandwidth? Answer as a triple."),
+            "a percentage of the link's bandwidth? Answer as a triple (a fraction such as "
+            "0.5 is read as 50%)."),
     unit=("GB/s", "GB/s", "%"),
     hint="algbw = n/t; busbw = algbw × 2(P − 1)/P; 400 Gb/s is 50 GB/s.",
     book_answer=("12.5 GB/s", "21.875 GB/s", 43.75),
@@ -62,7 +63,7 @@ def _():
 
 
 def _step_comm(grad_bytes, tp_layers, tp_microbatches):
-    act, microbatches = 64 * MB, 8
+    act, microbatches = 64 * MiB, 8  # S·H·2 bytes at S = 4096, H = 8192, as in the chapter
     tp = 4 * tp_layers * tp_microbatches * comm.allreduce_time(act, 8, 1 * us, 300 * GB)
     dp = comm.allreduce_time(grad_bytes, 8, 5 * us, 50 * GB)
     pp = 2 * microbatches * comm.p2p_time(act, 5 * us, 50 * GB)
@@ -73,7 +74,8 @@ def _step_comm(grad_bytes, tp_layers, tp_microbatches):
     "13.5",
     prompt=("A 70e9-parameter model (bf16 gradients) trains with TP = 8 (NVLink: α = 1 µs, "
             "β = 300 GB/s), PP = 8 and DP = 8 (network: α = 5 µs, β = 50 GB/s), 80 layers, "
-            "8 micro-batches per step and 64 MB activation messages. Per step, each GPU does "
+            "8 micro-batches per step and 64 MiB activation messages (S·H·2 bytes for S = 4096, "
+            "H = 8192, as in the chapter). Per step, each GPU does "
             "4 ring all-reduces of the activation per layer of its stage per micro-batch "
             "(TP), one ring all-reduce of its gradient shard over DP, and one send forward "
             "plus one backward per micro-batch (PP). What is the total communication time "
