@@ -41,6 +41,7 @@ _DUMP_GRACE = 0.5       # seconds a hung rank gets to print its Python stack on 
 _START_TIMEOUT = 180.0  # seconds the zygote may take to import torch on a cold disk
 _TAIL = 4000            # characters of a rank's stderr kept for an error message
 _OUTPUT_GRACE = 0.5     # seconds to keep reading output after every rank has exited
+_POLL = 0.25            # longest the caller sleeps in select() before looking at signals
 
 # Lines of a hung rank's stack dump that name these files are the launcher's own frames,
 # left out of the timeout message.
@@ -652,7 +653,10 @@ class _Run:
                 wait = (grace if grace is not None else deadline) - now
                 if self.exited_at is not None:
                     wait = min(wait, 0.05)  # only stray output left: poll, don't block
-                for key, _ in self.sel.select(max(wait, 0)):
+                # Wake at least every _POLL seconds: a Ctrl-C that the kernel delivers to
+                # another thread (Jupyter's kernels run several) only interrupts this one
+                # when it next runs Python code.
+                for key, _ in self.sel.select(min(max(wait, 0), _POLL)):
                     self._read(key)
         except BaseException:
             self._kill()
@@ -693,7 +697,7 @@ class _Run:
 
     def _drain(self, until):
         while not self._finished() and time.monotonic() < until:
-            for key, _ in self.sel.select(max(until - time.monotonic(), 0)):
+            for key, _ in self.sel.select(min(max(until - time.monotonic(), 0), _POLL)):
                 self._read(key)
 
     def _read(self, key):

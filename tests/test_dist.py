@@ -591,3 +591,29 @@ def test_launch_error_has_one_home():
     import inspect
 
     assert "from .dist import" not in inspect.getsource(_launcher)
+
+
+def test_a_ctrl_c_delivered_to_another_thread_still_stops_the_launch(tmp_path):
+    # The kernel picks which thread receives a signal; Jupyter kernels run several. Block
+    # SIGINT in the main thread so that it must land on the helper thread, as it did on a
+    # busy machine, and the launch must still end with KeyboardInterrupt, not its timeout.
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("SIGINT reaches only the main thread")
+    flag = tmp_path / "running"
+    ddist.start()
+
+    def interrupt_from_here():
+        while not flag.exists():
+            time.sleep(0.02)
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)  # to this thread only
+
+    thread = threading.Thread(target=interrupt_from_here, daemon=True)
+    thread.start()
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        launch(flagging_hanging_worker, 2, str(flag), timeout=60)
+    assert time.monotonic() - t0 < 45
+    thread.join(5)
+    assert zygote_children() == [] and any_zombie_children() == []
