@@ -12,6 +12,10 @@ import inspect
 
 import matplotlib.pyplot as plt
 
+KERNEL_NOTE = ("*The figure shows the default settings. The sliders below it need a running "
+               "kernel: open this chapter in Binder or Colab (the rocket at the top of the page), "
+               "or locally with `make lab`.*")
+
 
 def _control(name: str, spec):
     """Turn a short spec into an ipywidgets control and its default value."""
@@ -68,6 +72,10 @@ def explorer(draw, **controls):
     fig = draw(**defaults)
     display(fig if fig is not None else plt.gcf())
     plt.close("all")
+    from IPython.display import Markdown
+
+    # The HTML page has no kernel: say so under the figure, once, the same everywhere.
+    display(Markdown(KERNEL_NOTE))
 
     def redraw(**values):
         draw(**values)
