@@ -2,7 +2,7 @@
 
 from dtbook import comm
 from dtbook.exercises import exercise
-from dtbook.units import GB, MB, MiB, ms, us
+from dtbook.units import GB, MB, ms, us
 
 
 @exercise(
@@ -63,7 +63,7 @@ def _():
 
 
 def _step_comm(grad_bytes, tp_layers, tp_microbatches):
-    act, microbatches = 64 * MiB, 8  # S·H·2 bytes at S = 4096, H = 8192, as in the chapter
+    act, microbatches = 64 * MB, 8  # the original edition's round 64 MB, decimal
     tp = 4 * tp_layers * tp_microbatches * comm.allreduce_time(act, 8, 1 * us, 300 * GB)
     dp = comm.allreduce_time(grad_bytes, 8, 5 * us, 50 * GB)
     pp = 2 * microbatches * comm.p2p_time(act, 5 * us, 50 * GB)
@@ -74,8 +74,9 @@ def _step_comm(grad_bytes, tp_layers, tp_microbatches):
     "13.5",
     prompt=("A 70e9-parameter model (bf16 gradients) trains with TP = 8 (NVLink: α = 1 µs, "
             "β = 300 GB/s), PP = 8 and DP = 8 (network: α = 5 µs, β = 50 GB/s), 80 layers, "
-            "8 micro-batches per step and 64 MiB activation messages (S·H·2 bytes for S = 4096, "
-            "H = 8192, as in the chapter). Per step, each GPU does "
+            "8 micro-batches per step and activation messages of 64 MB = 64·10⁶ bytes (the "
+            "original edition's round figure; the chapter's Llama 2 example computes S·H·2 = "
+            "64 MiB, and this exercise keeps the decimal 64 MB). Per step, each GPU does "
             "4 ring all-reduces of the activation per layer of its stage per micro-batch "
             "(TP), one ring all-reduce of its gradient shard over DP, and one send forward "
             "plus one backward per micro-batch (PP). What is the total communication time "

@@ -160,7 +160,7 @@ def test_scaled_mfu_cliff():
 def test_prices_are_labelled():
     p = cost.price("h100-sxm", "on-demand")
     assert (p.low, p.high, p.mid) == (4.0, 5.0, 4.5)
-    assert "2024" in p.as_of and "book" in p.source
+    assert "2024" in p.as_of and "original edition" in p.source
     assert cost.ONPREM_TCO["h100-sxm"].low == 50e3
     with pytest.raises(ValueError, match="h100-sxm/on-demand"):
         cost.price("tpu", "spot")
