@@ -58,7 +58,9 @@ def corrections(root: Path | None = None) -> list[Correction]:
     found = []
     for ex_id, ex in registry().items():
         if ex.book_note:
-            printed = ex.book_answer if isinstance(ex.book_answer, str) else repr(ex.book_answer)
+            answer = ex.book_answer
+            printed = (", ".join(str(a) for a in answer) if isinstance(answer, (tuple, list))
+                       else str(answer))
             found.append(Correction(ex_id.split(".")[0], f"exercise {ex_id}", printed,
                                     ex.solution_display(), ex.book_note))
     for path, text in chapter_boxes(root):
