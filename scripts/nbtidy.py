@@ -89,8 +89,14 @@ def _new_code_cell(text: str, tags) -> dict:
     return cell
 
 
+def _names(node, ctx) -> set:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ctx)}
+
+
 def split_trailing_glue(cells: list) -> list:
-    """A code cell that computes and then glues becomes two: the glue moves to a hidden cell."""
+    """A code cell that computes and glues becomes two: every glue() call that can move (no
+    later statement of the cell rebinds a name it reads) goes, in order, to a hidden cell
+    right after it. Glue has no effect on the computation, so moving it changes nothing."""
     out = []
     for cell in cells:
         out.append(cell)
@@ -103,14 +109,30 @@ def split_trailing_glue(cells: list) -> list:
             continue
         if not body or all(is_bookkeeping(n) for n in body):
             continue
-        k = len(body)
-        while k > 0 and _is_glue(body[k - 1]):
-            k -= 1
-        if k == len(body):
+        movable = []
+        for i, node in enumerate(body):
+            if _is_glue(node):
+                later = set().union(*[_names(n, ast.Store) for n in body[i + 1:]]) if body[i + 1:] else set()
+                if not (_names(node, ast.Load) - {"glue"}) & later:
+                    movable.append(i)
+        if not movable or len(movable) == len(body):
             continue
         lines = text.splitlines(keepends=True)
-        cut = body[k - 1].end_lineno  # the last line of the last computing statement
-        head, tail = "".join(lines[:cut]).rstrip("\n"), "".join(lines[cut:]).strip("\n")
+        keep, moved = [], []
+        for i, node in enumerate(body):
+            start = node.lineno - 1
+            # comment lines just above a statement belong to it
+            while start > 0 and lines[start - 1].lstrip().startswith("#") and \
+                    (i == 0 or start - 1 >= body[i - 1].end_lineno):
+                start -= 1
+            chunk = "".join(lines[start:node.end_lineno])
+            (moved if i in movable else keep).append((start, node.end_lineno, chunk))
+        # rebuild the computing cell from the lines that are not moved (keeping blank lines
+        # and comments between statements where they were)
+        drop = {n for start, end, _ in moved for n in range(start, end)}
+        head = "".join(line for n, line in enumerate(lines) if n not in drop)
+        head = re.sub(r"\n{3,}", "\n\n", head).strip("\n")
+        tail = "\n".join(chunk.rstrip("\n") for _, _, chunk in moved)
         _set(cell, head)
         out.append(_new_code_cell(tail, ["remove-input"]))
     return out
