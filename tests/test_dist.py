@@ -297,13 +297,16 @@ def test_keyboard_interrupt_ends_the_ranks(tmp_path):
     flag = tmp_path / "running"
     stop = threading.Event()
 
+    main = threading.get_ident()
+
     def interrupt_once_running():
-        # Send Ctrl-C once the ranks run, not after a fixed delay: on a busy machine the
-        # ranks may take seconds to start, and the interrupt must land inside the launch.
+        # Ctrl-C once the ranks run, not after a fixed delay: on a busy machine the ranks may
+        # take seconds to start, and the interrupt must land inside the launch. It goes to the
+        # main thread, as a terminal's Ctrl-C does; the test below sends it to another thread.
         while not stop.is_set() and not flag.exists():
             time.sleep(0.02)
         if not stop.is_set():
-            os.kill(os.getpid(), signal.SIGINT)
+            signal.pthread_kill(main, signal.SIGINT)
 
     ddist.start()
     thread = threading.Thread(target=interrupt_once_running, daemon=True)
