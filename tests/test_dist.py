@@ -289,35 +289,50 @@ def flagging_hanging_worker(rank, world_size, flag):
     dist.barrier()
 
 
+CTRL_C_SCRIPT = """
+import sys, time
+import psutil
+from dtbook import dist
+
+def worker(rank, world_size, flag):
+    import torch.distributed as d
+    if rank == 1:
+        open(flag, "w").close()
+        time.sleep(3600)
+    d.barrier()
+
+try:
+    dist.launch(worker, 2, sys.argv[1], timeout=120)
+    print("returned", flush=True)
+except KeyboardInterrupt:
+    left = [c.pid for z in dist._ZYGOTES.values() for c in psutil.Process(z.pid).children()]
+    print("interrupted; left", left, flush=True)
+"""
+
+
 def test_keyboard_interrupt_ends_the_ranks(tmp_path):
+    # A reader's Ctrl-C, as a terminal or Jupyter sends it: SIGINT to the Python process
+    # running the launch, once its ranks run. It runs in a fresh interpreter, so nothing that
+    # earlier tests did to this process's threads or signals can change the outcome.
     import signal
 
-    if threading.current_thread() is not threading.main_thread():
-        pytest.skip("SIGINT reaches only the main thread")
-    flag = tmp_path / "running"
-    stop = threading.Event()
-
-    main = threading.get_ident()
-
-    def interrupt_once_running():
-        # Ctrl-C once the ranks run, not after a fixed delay: on a busy machine the ranks may
-        # take seconds to start, and the interrupt must land inside the launch. It goes to the
-        # main thread, as a terminal's Ctrl-C does; the test below sends it to another thread.
-        while not stop.is_set() and not flag.exists():
-            time.sleep(0.02)
-        if not stop.is_set():
-            signal.pthread_kill(main, signal.SIGINT)
-
-    ddist.start()
-    thread = threading.Thread(target=interrupt_once_running, daemon=True)
-    thread.start()
+    flag, script = tmp_path / "running", tmp_path / "ctrl_c.py"
+    script.write_text(CTRL_C_SCRIPT)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(ddist.__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.Popen([sys.executable, str(script), str(flag)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
     try:
-        with pytest.raises(KeyboardInterrupt):
-            launch(flagging_hanging_worker, 2, str(flag), timeout=120)
+        deadline = time.monotonic() + 150
+        while not flag.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert flag.exists(), f"the ranks never started: {proc.communicate(timeout=30)}"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)  # well inside the launch's 120 s timeout
     finally:
-        stop.set()
-        thread.join(5)
-    assert zygote_children() == [] and any_zombie_children() == []
+        if proc.poll() is None:
+            proc.kill()
+    assert "interrupted; left []" in out, (out, err[-2000:])
 
 
 def test_launcher_still_works_after_failures():
