@@ -29,6 +29,7 @@ NOT_FORMULAS = {
     # they run processes, measure, train, draw or parse text, and have tests of their own
     "dist", "_launcher", "_validate", "exercises", "microbench", "nn", "toylm", "plotting",
     "widgets", "measure", "symbolic", "units", "collectives", "parallel", "parallel.counting",
+    "parallel.data",
     # catalogs: they take names, and name the bad one (tests/test_hardware.py, test_models.py)
     "hardware", "models",
     # reads the book's own records (the corrections appendix)
