@@ -1,7 +1,7 @@
 """Collective algorithms written over point-to-point send and receive (chapters 11, 12, 13a).
 
 Each function here does what a ``torch.distributed`` collective does, by an algorithm you can
-read: ring, bidirectional ring, binomial / binary / double binary tree, recursive doubling,
+read: ring, bidirectional ring, two-sided ring, binomial / binary / double binary tree, recursive doubling,
 Rabenseifner (recursive halving then doubling) and hierarchical (inside groups, then
 between them). It runs inside a worker that already has a process group, such as one
 started by :func:`dtbook.dist.launch`, and returns a :class:`Stats` that counts what this
@@ -23,8 +23,10 @@ rank sent and received, step by step::
 Every algorithm runs in *steps*. In a step, a rank posts all its receives and sends at once
 (``irecv``/``isend``, so two ranks sending to each other never wait on each other) and then
 waits for them. :class:`Stats` records, for every step, the bytes on the busiest link
-direction of this rank, so that ``steps · α + step_bytes / β`` is the time the α-β model
-charges, the same closed forms as :func:`dtbook.comm.traffic`. Buffers are cut into blocks
+direction of this rank (a wire to one peer, the "direct" model of :mod:`dtbook.comm`) and
+the bytes through its port in the busier direction (all its sends, or all its receives: the
+"switched" model), so that ``steps · α + bytes / β`` is the time the α-β model charges under
+either, the same closed forms as :func:`dtbook.comm.traffic`. Buffers are cut into blocks
 with ``torch.tensor_split``, so sizes that P does not divide work everywhere (the first
 blocks are one element longer); empty blocks are not sent. Recursive doubling and
 Rabenseifner handle any P with the standard fold-in of the extra ranks; the stand-alone
@@ -62,7 +64,9 @@ class Stats:
     (level, bytes on this rank's busiest link direction in that step), level being
     ``"flat"``, or ``"inner"``/``"outer"`` in a hierarchical all-reduce; ``through``: step
     index -> bytes in and out of this rank together (what a step costs when one resource
-    moves all of a rank's bytes, such as a CPU copying them or a half-duplex port).
+    moves all of a rank's bytes, such as a CPU copying them or a half-duplex port);
+    ``ports``: step index -> (level, bytes through this rank's port in the busier direction:
+    everything it sent, or everything it received, in that step).
     """
 
     rank: int = -1
@@ -73,6 +77,7 @@ class Stats:
     sent_to: dict = field(default_factory=dict)
     rounds: dict = field(default_factory=dict)
     through: dict = field(default_factory=dict)
+    ports: dict = field(default_factory=dict)
 
     @property
     def steps(self) -> int:
@@ -84,9 +89,10 @@ class Stats:
         """Bytes on this rank's busiest link direction, summed over its steps."""
         return sum(b for _, b in self.rounds.values())
 
-    def time(self, alpha, beta):
-        """steps · α + step_bytes / β; α and β may be dicts keyed by level."""
-        return _model_time(self.rounds, alpha, beta)
+    def time(self, alpha, beta, links="switched"):
+        """steps · α + bytes / β under ``links`` ("switched": port bytes, "direct": wire
+        bytes); α and β may be dicts keyed by level."""
+        return _model_time(self.ports if _switched(links) else self.rounds, alpha, beta)
 
 
 @dataclass
@@ -98,7 +104,9 @@ class GroupStats:
     figures :func:`dtbook.comm.traffic` gives in closed form); ``max_sent_bytes``: the
     busiest rank's bytes; ``links``: (source, destination) global ranks -> bytes;
     ``through_bytes``: for each step the most bytes in and out of any one rank, summed (the
-    bandwidth term when a rank's own bytes, not a link's, set the pace).
+    bandwidth term when a rank's own bytes, not a link's, set the pace); ``port_bytes``: for
+    each step the busiest port in its busier direction, summed (the switched model's
+    bandwidth term, :attr:`dtbook.comm.Traffic.port_bytes`).
     """
 
     steps: int
@@ -109,10 +117,19 @@ class GroupStats:
     links: dict
     rounds: dict
     through_bytes: int = 0
+    port_bytes: int = 0
+    ports: dict = field(default_factory=dict)
 
-    def time(self, alpha, beta):
-        """The α-β model's time for the schedule: Σ over steps of α + busiest bytes / β."""
-        return _model_time(self.rounds, alpha, beta)
+    def time(self, alpha, beta, links="switched"):
+        """The α-β model's time for the schedule: Σ over steps of α + busiest bytes / β, the
+        busiest port ("switched") or the busiest wire ("direct")."""
+        return _model_time(self.ports if _switched(links) else self.rounds, alpha, beta)
+
+
+def _switched(links):
+    if links not in ("switched", "direct"):
+        raise ValueError(f"links must be 'switched' or 'direct', got {links!r}")
+    return links == "switched"
 
 
 def _model_time(rounds, alpha, beta):
@@ -126,16 +143,16 @@ def combine(stats) -> GroupStats:
     stats = list(stats)
     if not stats:
         raise ValueError("stats must hold one Stats per rank, got none")
-    rounds, links, through = {}, {}, {}
+    rounds, links, through, ports = {}, {}, {}, {}
     for s in stats:
         for i, b in s.through.items():
             through[i] = max(through.get(i, 0), b)
-        for i, (level, b) in s.rounds.items():
-            old = rounds.get(i, (level, 0))
-            rounds[i] = (level, max(old[1], b))
+        for mine, merged in ((s.rounds, rounds), (s.ports, ports)):
+            for i, (level, b) in mine.items():
+                merged[i] = (level, max(merged.get(i, (level, 0))[1], b))
         for dst, b in s.sent_to.items():
             links[(s.rank, dst)] = links.get((s.rank, dst), 0) + b
-    rounds = dict(sorted(rounds.items()))
+    rounds, ports = dict(sorted(rounds.items())), dict(sorted(ports.items()))
     return GroupStats(
         steps=len(rounds),
         step_bytes=sum(b for _, b in rounds.values()),
@@ -145,6 +162,8 @@ def combine(stats) -> GroupStats:
         links=links,
         rounds=rounds,
         through_bytes=sum(through.values()),
+        port_bytes=sum(b for _, b in ports.values()),
+        ports=ports,
     )
 
 
@@ -246,6 +265,9 @@ class _Links:
             level, before = self.stats.rounds.get(index, (self.level, 0))
             self.stats.rounds[index] = (level, max(before, max(load.values())))
             self.stats.through[index] = self.stats.through.get(index, 0) + sum(load.values())
+            port = {way: sum(b for (w, _), b in load.items() if w == way) for way in ("in", "out")}
+            level, before = self.stats.ports.get(index, (self.level, 0))
+            self.stats.ports[index] = (level, max(before, port["in"], port["out"]))
 
 
 _OPS = {
@@ -324,6 +346,39 @@ def _allreduce_bidirectional(links, buf, reduce, first):
     lanes = list(zip(torch.tensor_split(buf, 2), (1, -1)))
     step = _ring(links, lanes, "rs", reduce, first)
     return _ring(links, lanes, "ag", reduce, step)
+
+
+def _allreduce_two_sided(links, buf, reduce, first):
+    """Every block reduced from both sides. Block j's partial sums travel clockwise from the
+    a = ⌊P/2⌋ ranks behind rank j and counter-clockwise from the c = P − 1 − a ranks ahead
+    of it, one hop a step, each rank adding its own copy as the sum passes; rank j adds
+    both. Then rank j's block travels out the same two ways. A rank sends one block each
+    way per step, so a step costs one block per wire and two per port."""
+    P, r = links.size, links.rank
+    a, c = P // 2, (P - 1) // 2
+    blocks = torch.tensor_split(buf, P)
+    after, before = (r + 1) % P, (r - 1) % P
+    for t in range(a):                                 # reduce-scatter
+        send, recv, pending = [], [], []
+        cw_in, ccw_in = blocks[(r - 1 + a - t) % P], blocks[(r + 1 - c + t) % P]
+        send.append((after, blocks[(r + a - t) % P], 0))
+        recv.append((before, incoming := torch.empty_like(cw_in), 0))
+        pending.append((cw_in, incoming))
+        if t < c:
+            send.append((before, blocks[(r - c + t) % P], 1))
+            recv.append((after, incoming := torch.empty_like(ccw_in), 1))
+            pending.append((ccw_in, incoming))
+        links.step(first + t, send, recv)
+        for into, incoming in pending:
+            reduce(into, incoming)
+    for t in range(a):                                 # all-gather
+        send = [(after, blocks[(r - t) % P], 0)]
+        recv = [(before, blocks[(r - 1 - t) % P], 0)]
+        if t < c:
+            send.append((before, blocks[(r + t) % P], 1))
+            recv.append((after, blocks[(r + 1 + t) % P], 1))
+        links.step(first + a + t, send, recv)
+    return first + 2 * a
 
 
 # ------------------------------------------------------------------------------- trees
@@ -536,6 +591,7 @@ _ALLREDUCE = {
     "rabenseifner": _allreduce_rabenseifner,
     "hierarchical": None,
     "bidirectional_ring": _allreduce_bidirectional,
+    "two_sided_ring": _allreduce_two_sided,
     "binary_tree": _allreduce_binary_tree,
     "double_binary_tree": _allreduce_double_binary_tree,
 }
@@ -624,8 +680,9 @@ def all_reduce(tensor, algorithm="ring", group=None, op="sum", *, inner=None,
     """All-reduce ``tensor`` in place over ``group``; returns this rank's :class:`Stats`.
 
     ``algorithm``: ``"ring"``, ``"tree"`` (binomial), ``"recursive_doubling"``,
-    ``"rabenseifner"``, ``"hierarchical"``, ``"bidirectional_ring"``, ``"binary_tree"`` or
-    ``"double_binary_tree"`` (chapter 12; costs in :func:`dtbook.comm.allreduce_time`).
+    ``"rabenseifner"``, ``"hierarchical"``, ``"bidirectional_ring"``, ``"two_sided_ring"``,
+    ``"binary_tree"`` or ``"double_binary_tree"`` (chapter 12; costs in
+    :func:`dtbook.comm.allreduce_time`).
     ``"hierarchical"`` needs ``inner`` = G, the ranks per node (it must divide P): a ring
     reduce-scatter inside each node, an all-reduce by ``outer_algorithm`` (default ring)
     across nodes of the n/G-byte block, a ring all-gather inside each node. Its first call

@@ -13,7 +13,27 @@ double binary trees, recursive doubling, Rabenseifner, hierarchical) as schedule
 :func:`traffic` gives each one's steps, bytes per link and bytes per rank, and
 :func:`allreduce_time`, :func:`reduce_scatter_time`, :func:`allgather_time`,
 :func:`broadcast_time` and :func:`alltoall_time` charge them α per step and 1/β per byte.
-Chapter 13 adds algorithm and bus bandwidth (:func:`bus_bandwidth`). The same algorithms run
+Chapter 13 adds algorithm and bus bandwidth (:func:`bus_bandwidth`).
+
+Two link models (``links=``, DESIGN.md "Links: per-port and per-wire"):
+
+* ``"switched"`` (the default): each rank has one port into a switch (NVSwitch inside an H100
+  node, an InfiniBand or RoCE fat tree between nodes) that sends β and receives β at once,
+  whatever the peers. A step costs the bytes through the busiest port in its busiest
+  direction: a tree parent receiving n from each of two children takes 2n/β.
+* ``"direct"``: every pair of neighbours is joined by its own wire carrying β in each
+  direction (a TPU torus, a ring of point-to-point NVLink or PCIe wires). A step costs the
+  bytes on the busiest wire, so messages to different neighbours travel side by side.
+
+The ring, binomial tree, recursive doubling, Rabenseifner and pairwise all-to-all send at
+most one message each way per step, so both models give them the same time. They differ for
+the schedules that talk to two peers at once: the bidirectional rings and the binary trees.
+
+Two latencies (chapter 04): ``alpha`` is the price of one message, what a ping-pong
+measures, paid once per step; ``alpha_call`` is the fixed software cost of one library
+collective call (dispatch, allocation, the library's own handshakes), paid once per call
+however many steps the call has. The collective times take both; ``alpha_call`` defaults
+to 0, the bare schedule. The same algorithms run
 over real send/recv in :mod:`dtbook.collectives`, which counts what they send.
 
 Every formula accepts Python numbers, NumPy arrays and SymPy symbols alike. Sizes are in
@@ -38,8 +58,20 @@ __all__ = [
     "chunked_time", "optimal_chunks", "best_chunk_count", "fit_alpha_beta", "AlphaBetaFit",
     "allreduce_time", "reduce_scatter_time", "allgather_time", "broadcast_time",
     "alltoall_time", "algorithms", "traffic", "Traffic", "algorithm_crossover",
-    "bus_factor", "algorithm_bandwidth", "bus_bandwidth",
+    "bus_factor", "algorithm_bandwidth", "bus_bandwidth", "LINK_MODELS",
 ]
+
+# The two network models (module docstring): a port per rank into a switch, or a wire per
+# pair of neighbours.
+LINK_MODELS = ("switched", "direct")
+
+
+def _link_model(links):
+    if links not in LINK_MODELS:
+        raise ValueError(f"links must be 'switched' (one port per rank into a switch: "
+                         f"NVSwitch, InfiniBand) or 'direct' (one wire per pair of neighbours: "
+                         f"a torus, point-to-point rings); got {links!r}")
+    return links
 
 
 
@@ -271,10 +303,13 @@ def fit_alpha_beta(sizes, times, round_trip: bool = False, model: str = "alpha_b
 #
 #     T = steps · α + step_bytes / β,
 #
-# where ``step_bytes`` adds up, step by step, the bytes that cross the busiest link. The
-# functions below give those two numbers in closed form, plus the bytes and messages an
-# average rank sends; ``dtbook.collectives`` runs the same algorithms over real send/recv
-# and counts the same four numbers, and the tests check that they agree.
+# where ``step_bytes`` adds up, step by step, the bytes that cross the busiest wire (the
+# "direct" model), and ``port_bytes`` the bytes through the busiest port in one direction
+# (the "switched" model: all of a rank's sends in a step share its one outgoing port, all
+# its receives the incoming one). The functions below give these numbers in closed form,
+# plus the bytes and messages an average rank sends; ``dtbook.collectives`` runs the same
+# algorithms over real send/recv and counts the same numbers, and the tests check that
+# they agree.
 
 _COLLECTIVES = ("allreduce", "reduce_scatter", "allgather", "broadcast", "alltoall")
 _DEFAULT_ALGORITHM = {"allreduce": "ring", "reduce_scatter": "ring", "allgather": "ring",
@@ -286,9 +321,12 @@ class Traffic:
     """The schedule of a collective algorithm in numbers (chapter 12).
 
     ``steps``: how many steps run one after another (each pays α once);
-    ``step_bytes``: bytes over the busiest link direction, summed over the steps (they pay
-    1/β each); ``sent_bytes``: bytes an average rank sends (all ranks' bytes over P);
-    ``messages``: messages an average rank sends. ``phases`` is set for ``"hierarchical"``:
+    ``step_bytes``: bytes over the busiest wire in one direction, summed over the steps (what
+    pays 1/β on direct links); ``port_bytes``: bytes through the busiest port in one
+    direction, summed over the steps (what pays 1/β on a switched fabric; equal to
+    ``step_bytes`` for schedules that send at most one message each way per step);
+    ``sent_bytes``: bytes an average rank sends (all ranks' bytes over P); ``messages``:
+    messages an average rank sends. ``phases`` is set for ``"hierarchical"``:
     ``(("inner", Traffic), ("outer", Traffic), ...)`` in the order they run.
     Unpacks as ``steps, step_bytes = traffic``.
     """
@@ -298,16 +336,26 @@ class Traffic:
     sent_bytes: object
     messages: object
     phases: tuple = ()
+    port_bytes: object = None
+
+    def __post_init__(self):
+        if self.port_bytes is None:  # one message each way per step: port = wire
+            object.__setattr__(self, "port_bytes", self.step_bytes)
 
     def __iter__(self):
         return iter((self.steps, self.step_bytes))
 
-    def time(self, alpha, beta):
-        """steps · α + step_bytes / β. For a hierarchical schedule, ``alpha`` and ``beta``
+    def bytes(self, links="switched"):
+        """The bytes that pay 1/β under a link model: ``port_bytes`` or ``step_bytes``."""
+        return self.port_bytes if _link_model(links) == "switched" else self.step_bytes
+
+    def time(self, alpha, beta, links="switched"):
+        """steps · α + bytes(links) / β. For a hierarchical schedule, ``alpha`` and ``beta``
         may be dicts ``{"inner": ..., "outer": ...}``: each phase is charged its own link."""
         if self.phases:
-            return sum(t.time(_level(alpha, lvl), _level(beta, lvl)) for lvl, t in self.phases)
-        return self.steps * alpha + self.step_bytes / beta
+            return sum(t.time(_level(alpha, lvl), _level(beta, lvl), links)
+                       for lvl, t in self.phases)
+        return self.steps * alpha + self.bytes(links) / beta
 
 
 def _level(value, level):
@@ -373,9 +421,29 @@ def _t_allreduce_ring(n, p):
 
 def _t_allreduce_bidirectional(n, p):
     # Two rings, one each way, each carrying half the buffer: the same 2(P − 1) steps, half
-    # the bytes per link. With P = 2 both rings use the one link between the two ranks.
+    # the bytes per wire. With P = 2 both rings use the one link between the two ranks. A
+    # rank's port carries both halves, so on a switched fabric it is the plain ring.
     two = _flag(p, lambda q: q == 2)
-    return Traffic(2 * (p - 1), (p - 1) * n / p * (1 + two), 2 * (p - 1) * n / p, 4 * (p - 1))
+    return Traffic(2 * (p - 1), (p - 1) * n / p * (1 + two), 2 * (p - 1) * n / p, 4 * (p - 1),
+                   port_bytes=2 * (p - 1) * n / p)
+
+
+def _half_floor(p):
+    """⌊P/2⌋; for a symbol, P/2 (P even, the usual case)."""
+    if is_symbolic(p):
+        return p / 2
+    return _int_map(lambda q: q // 2, p)
+
+
+def _t_allreduce_two_sided(n, p):
+    # Every block is reduced from both sides: partial sums travel clockwise from the ⌊P/2⌋
+    # ranks behind its owner and counter-clockwise from the rest, so the reduce-scatter takes
+    # ⌊P/2⌋ steps, one n/P block each way on every wire, and the all-gather the same. On
+    # direct wires both terms halve; through a port the two directions' blocks queue, and
+    # only the latency term does.
+    a = _half_floor(p)
+    return Traffic(2 * a, 2 * a * n / p, 2 * (p - 1) * n / p, 2 * (p - 1),
+                   port_bytes=2 * (p - 1) * n / p)
 
 
 def _t_allreduce_tree(n, p):
@@ -386,17 +454,30 @@ def _t_allreduce_tree(n, p):
     return Traffic(2 * L, 2 * L * n, 2 * (p - 1) * n / p, 2 * (p - 1) / p)
 
 
+def _power_of_two_flag(p):
+    """1 where P > 1 is a power of two, else 0; 1 for a symbol (the generic case here)."""
+    if is_symbolic(p):
+        return 1
+    return _flag(p, lambda q: q > 1 and not q & (q - 1))
+
+
 def _t_allreduce_binary_tree(n, p):
     # Binary tree in heap order (children 2i + 1, 2i + 2): ⌊log₂P⌋ levels up, as many down.
+    # Through a port a parent takes its two children's n one after the other: 2n a level,
+    # except the deepest level when P is a power of two (it holds one node).
     D = _log2_floor(p)
-    return Traffic(2 * D, 2 * D * n, 2 * (p - 1) * n / p, 2 * (p - 1) / p)
+    return Traffic(2 * D, 2 * D * n, 2 * (p - 1) * n / p, 2 * (p - 1) / p,
+                   port_bytes=2 * (2 * D - _power_of_two_flag(p)) * n)
 
 
 def _t_allreduce_double_binary_tree(n, p):
     # Two binary trees (the second the mirror image of the first), each reducing and
-    # broadcasting half the buffer at the same time: half the bytes per link of one tree.
+    # broadcasting half the buffer at the same time: half the bytes per wire of one tree.
+    # Through a port, an inner rank of one tree takes n/2 from each of two children: n a
+    # level, as much as one binomial tree (the deepest level n/2 when P is a power of two).
     D = _log2_floor(p)
-    return Traffic(2 * D, D * n, 2 * (p - 1) * n / p, 4 * (p - 1) / p)
+    return Traffic(2 * D, D * n, 2 * (p - 1) * n / p, 4 * (p - 1) / p,
+                   port_bytes=(2 * D - _power_of_two_flag(p)) * n)
 
 
 def _t_allreduce_recursive_doubling(n, p):
@@ -463,6 +544,7 @@ _TRAFFIC = {
         "rabenseifner": _t_allreduce_rabenseifner,
         "hierarchical": None,
         "bidirectional_ring": _t_allreduce_bidirectional,
+        "two_sided_ring": _t_allreduce_two_sided,
         "binary_tree": _t_allreduce_binary_tree,
         "double_binary_tree": _t_allreduce_double_binary_tree,
     },
@@ -563,7 +645,8 @@ def traffic(collective, n, p, algorithm=None, *, inner=None, outer_algorithm="ri
             phases.append((level, t))
         total = [sum(getattr(t, f) for _, t in phases)
                  for f in ("steps", "step_bytes", "sent_bytes", "messages")]
-        return Traffic(*total, phases=tuple(phases))
+        return Traffic(*total, phases=tuple(phases),
+                       port_bytes=sum(t.port_bytes for _, t in phases))
     if inner is not None or outer_algorithm != "ring":
         raise ValueError("inner and outer_algorithm only apply to algorithm='hierarchical'")
     if collective == "broadcast" and algorithm == "ring":
@@ -575,17 +658,20 @@ def traffic(collective, n, p, algorithm=None, *, inner=None, outer_algorithm="ri
 
 
 def _time(collective, n, p, alpha, beta, algorithm, inner=None, alpha_inner=None,
-          beta_inner=None, alpha_outer=None, beta_outer=None, outer_algorithm="ring", chunks=1):
+          beta_inner=None, alpha_outer=None, beta_outer=None, outer_algorithm="ring", chunks=1,
+          links="switched", alpha_call=0):
     _check_collective(n, p, alpha, beta)
-    links = {"alpha_inner": alpha_inner, "beta_inner": beta_inner,
-             "alpha_outer": alpha_outer, "beta_outer": beta_outer}
+    _link_model(links)
+    check.nonnegative("alpha_call", alpha_call)
+    levels = {"alpha_inner": alpha_inner, "beta_inner": beta_inner,
+              "alpha_outer": alpha_outer, "beta_outer": beta_outer}
     t = traffic(collective, n, p, algorithm, inner=inner, outer_algorithm=outer_algorithm,
                 chunks=chunks)
     if not t.phases:
-        given = [k for k, v in links.items() if v is not None]
+        given = [k for k, v in levels.items() if v is not None]
         if given:
             raise ValueError(f"{', '.join(given)} only apply to algorithm='hierarchical'")
-        return t.time(alpha, beta)
+        return alpha_call + t.time(alpha, beta, links)
     a = {"inner": alpha if alpha_inner is None else alpha_inner,
          "outer": alpha if alpha_outer is None else alpha_outer}
     b = {"inner": beta if beta_inner is None else beta_inner,
@@ -594,7 +680,7 @@ def _time(collective, n, p, alpha, beta, algorithm, inner=None, alpha_inner=None
     check.nonnegative("alpha_outer", a["outer"])
     check.positive("beta_inner", b["inner"])
     check.positive("beta_outer", b["outer"])
-    return t.time(a, b)
+    return alpha_call + t.time(a, b, links)
 
 
 _HIER_DOC = """
@@ -606,9 +692,16 @@ _HIER_DOC = """
     ``beta``, so ``f(n, 64, a_net, b_net, "hierarchical", inner=8, alpha_inner=a_nv,
     beta_inner=b_nv)`` is an 8 × 8 cluster whose nodes talk over (a_net, b_net)."""
 
+_COMMON_DOC = """
+    ``links``: ``"switched"`` (default: one port per rank, as NVSwitch and InfiniBand give) or
+    ``"direct"`` (a wire per pair of neighbours, as a torus gives); see the module notes.
+    ``alpha_call``: the fixed cost of one library call on top of the schedule's steps
+    (chapter 04), 0 by default."""
+
 
 def allreduce_time(n, p, alpha, beta, algorithm="ring", *, inner=None, alpha_inner=None,
-                   beta_inner=None, alpha_outer=None, beta_outer=None, outer_algorithm="ring"):
+                   beta_inner=None, alpha_outer=None, beta_outer=None, outer_algorithm="ring",
+                   links="switched", alpha_call=0):
     """All-reduce of an n-byte buffer over p ranks (chapter 04 preview; chapters 12, 13).
 
     - ``"ring"``: 2(P − 1)α + 2(P − 1)/P · n/β, a reduce-scatter then an all-gather. As P
@@ -622,18 +715,24 @@ def allreduce_time(n, p, alpha, beta, algorithm="ring", *, inner=None, alpha_inn
     - ``"hierarchical"``: a ring reduce-scatter inside each group, an all-reduce of the
       n/G-byte block between groups, a ring all-gather inside each group:
       2(G − 1)α_in + 2(G − 1)/G · n/β_in + T_outer(n/G, N).
-    - ``"bidirectional_ring"``: two rings, one each way, each with half the buffer:
-      2(P − 1)α + (P − 1)/P · n/β. Only the bandwidth term halves.
-    - ``"binary_tree"``: 2⌊log₂P⌋(α + n/β); ``"double_binary_tree"``: two binary trees with
-      half the buffer each, 2⌊log₂P⌋(α + n/(2β)).
+    - ``"bidirectional_ring"``: two rings, one each way, each with half the buffer. Direct
+      links: 2(P − 1)α + (P − 1)/P · n/β, only the bandwidth term halves; switched: the
+      ring's time (both halves share each port).
+    - ``"two_sided_ring"``: each block reduced from both sides at once, 2⌊P/2⌋ steps of one
+      n/P block each way. Direct links: 2⌊P/2⌋(α + n/(Pβ)), both terms about halve;
+      switched: 2⌊P/2⌋α + 2(P − 1)/P · n/β, only the latency term does.
+    - ``"binary_tree"``: direct 2⌊log₂P⌋(α + n/β); switched, a parent takes 2n from its two
+      children: 2⌊log₂P⌋α + 2(2⌊log₂P⌋ − [P a power of two]) n/β.
+      ``"double_binary_tree"``, two mirrored binary trees with half the buffer each: direct
+      2⌊log₂P⌋(α + n/(2β)); switched 2⌊log₂P⌋α + (2⌊log₂P⌋ − [P a power of two]) n/β.
     """
     return _time("allreduce", n, p, alpha, beta, algorithm, inner, alpha_inner, beta_inner,
-                 alpha_outer, beta_outer, outer_algorithm)
+                 alpha_outer, beta_outer, outer_algorithm, links=links, alpha_call=alpha_call)
 
 
 def reduce_scatter_time(n, p, alpha, beta, algorithm="ring", *, inner=None, alpha_inner=None,
                         beta_inner=None, alpha_outer=None, beta_outer=None,
-                        outer_algorithm="ring"):
+                        outer_algorithm="ring", links="switched", alpha_call=0):
     """Reduce-scatter of an n-byte input over p ranks, each keeping n/P (chapters 04, 12, 13).
 
     - ``"ring"``: (P − 1)α + (P − 1)/P · n/β.
@@ -643,11 +742,13 @@ def reduce_scatter_time(n, p, alpha, beta, algorithm="ring", *, inner=None, alph
       groups on the n/G-byte block.
     """
     return _time("reduce_scatter", n, p, alpha, beta, algorithm, inner, alpha_inner,
-                 beta_inner, alpha_outer, beta_outer, outer_algorithm)
+                 beta_inner, alpha_outer, beta_outer, outer_algorithm, links=links,
+                 alpha_call=alpha_call)
 
 
 def allgather_time(n, p, alpha, beta, algorithm="ring", *, inner=None, alpha_inner=None,
-                   beta_inner=None, alpha_outer=None, beta_outer=None, outer_algorithm="ring"):
+                   beta_inner=None, alpha_outer=None, beta_outer=None, outer_algorithm="ring",
+                   links="switched", alpha_call=0):
     """All-gather to an n-byte output over p ranks, each contributing n/P (chapters 04, 12, 13).
 
     - ``"ring"``: (P − 1)α + (P − 1)/P · n/β.
@@ -656,16 +757,16 @@ def allgather_time(n, p, alpha, beta, algorithm="ring", *, inner=None, alpha_inn
       inside each group to n.
     """
     return _time("allgather", n, p, alpha, beta, algorithm, inner, alpha_inner, beta_inner,
-                 alpha_outer, beta_outer, outer_algorithm)
+                 alpha_outer, beta_outer, outer_algorithm, links=links, alpha_call=alpha_call)
 
 
 for _f in (allreduce_time, reduce_scatter_time, allgather_time):
     if _f.__doc__:  # None under python -OO
-        _f.__doc__ = _f.__doc__.rstrip() + "\n" + _HIER_DOC
-del _f
+        _f.__doc__ = _f.__doc__.rstrip() + "\n" + _HIER_DOC + "\n" + _COMMON_DOC
 
 
-def broadcast_time(n, p, alpha, beta, algorithm="tree", *, chunks=1):
+def broadcast_time(n, p, alpha, beta, algorithm="tree", *, chunks=1, links="switched",
+                   alpha_call=0):
     """Broadcast of an n-byte buffer from one rank to p ranks (chapters 11, 12, 13).
 
     The default is ``"tree"``, a binomial tree: ⌈log₂P⌉(α + n/β). ``"ring"`` is a chain
@@ -673,36 +774,43 @@ def broadcast_time(n, p, alpha, beta, algorithm="tree", *, chunks=1):
     (P + k − 2)(α + n/(kβ)), which is chapter 04's ``chunked_time`` over P − 1 hops; with
     one chunk (the default) it is the naive (P − 1)(α + n/β).
     """
-    _check_collective(n, p, alpha, beta)
-    return traffic("broadcast", n, p, algorithm, chunks=chunks).time(alpha, beta)
+    return _time("broadcast", n, p, alpha, beta, algorithm, chunks=chunks, links=links,
+                 alpha_call=alpha_call)
 
 
-def alltoall_time(n, p, alpha, beta, algorithm="pairwise"):
+def alltoall_time(n, p, alpha, beta, algorithm="pairwise", *, links="switched", alpha_call=0):
     """All-to-all where each rank sends n bytes, n/P to every rank (chapters 11, 13, 18).
 
     ``"pairwise"``: in step k each rank sends to the rank k ahead and receives from the
     rank k behind, (P − 1)α + (P − 1)/P · n/β.
     """
-    _check_collective(n, p, alpha, beta)
-    return traffic("alltoall", n, p, algorithm).time(alpha, beta)
+    return _time("alltoall", n, p, alpha, beta, algorithm, links=links, alpha_call=alpha_call)
+
+
+for _f in (broadcast_time, alltoall_time):
+    if _f.__doc__:
+        _f.__doc__ = _f.__doc__.rstrip() + "\n" + _COMMON_DOC
+del _f
 
 
 def algorithm_crossover(p, alpha, beta, first="tree", second="ring", collective="allreduce",
-                        **options):
+                        links="switched", **options):
     """The buffer size n* at which two algorithms take the same time (chapter 12).
 
     Both times are linear in n, steps·α + c·n/β, so n* = (steps₂ − steps₁)αβ / (c₁ − c₂).
     Below n* the algorithm with fewer steps wins, above it the one with fewer bytes. For
     tree against ring all-reduce: 2αβ(P − 1 − ⌈log₂P⌉) / (2⌈log₂P⌉ − 2(P − 1)/P). Returns
-    ``inf`` where the two never cross (nan where they are the same line).
+    ``inf`` where the two never cross (nan where they are the same line). ``links`` as in
+    :func:`allreduce_time`.
     """
+    _link_model(links)
     check.count("p", p)
     check.nonnegative("alpha", alpha)
     check.positive("beta", beta)
     t1 = traffic(collective, 1, p, first, **options)
     t2 = traffic(collective, 1, p, second, **options)
     gap_steps = t2.steps - t1.steps
-    gap_bytes = t1.step_bytes - t2.step_bytes     # per byte of buffer
+    gap_bytes = t1.bytes(links) - t2.bytes(links)     # per byte of buffer
     if is_symbolic(p, alpha, beta, gap_steps, gap_bytes):
         return gap_steps * alpha * beta / gap_bytes
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -188,9 +188,11 @@ def _expect_counts(got, want, numel):
     assert got.sent_bytes == pytest.approx(float(want.sent_bytes), rel=1e-12)
     if numel == EVEN:
         assert got.step_bytes == pytest.approx(float(want.step_bytes), rel=1e-12)
+        assert got.port_bytes == pytest.approx(float(want.port_bytes), rel=1e-12)
         assert got.messages == pytest.approx(float(want.messages), rel=1e-12)
     else:
         assert want.step_bytes <= got.step_bytes <= want.step_bytes + 2 * ITEM * want.steps
+        assert want.port_bytes <= got.port_bytes <= want.port_bytes + 4 * ITEM * want.steps
 
 
 # ----------------------------------------------------------------------------- all-reduce
@@ -245,7 +247,27 @@ def test_model_time_of_the_counted_schedule(runs, P):
         if alg == "hierarchical":
             continue
         _, g = _combined(runs[P], "allreduce", (_key(alg, kw), EVEN))
-        assert g.time(a, b) == pytest.approx(comm.allreduce_time(n, P, a, b, alg), rel=1e-12)
+        for links in ("switched", "direct"):
+            assert g.time(a, b, links) == pytest.approx(
+                comm.allreduce_time(n, P, a, b, alg, links=links), rel=1e-12), (alg, links)
+
+
+@pytest.mark.parametrize("P", WORLD_SIZES)
+def test_port_and_wire_differ_only_for_two_peers_a_step(runs, P):
+    # Ring-like schedules send one message each way per step: a port carries what a wire
+    # does. The bidirectional rings and the binary trees talk to two peers at once.
+    n = EVEN * ITEM
+    two_peers = {"bidirectional_ring", "two_sided_ring", "binary_tree", "double_binary_tree"}
+    for alg, kw in _allreduce_cases(P):
+        _, g = _combined(runs[P], "allreduce", (_key(alg, kw), EVEN))
+        if alg in two_peers and P > 2:
+            assert g.port_bytes > g.step_bytes, alg
+        else:
+            assert g.port_bytes == g.step_bytes, (alg, kw)
+    _, ring = _combined(runs[P], "allreduce", ("ring", EVEN))
+    for alg in ("bidirectional_ring", "two_sided_ring"):  # no gain through a port
+        assert _combined(runs[P], "allreduce", (alg, EVEN))[1].port_bytes == ring.port_bytes
+    assert ring.port_bytes == 2 * (P - 1) * n // P
 
 
 def test_hierarchical_levels_and_links(runs):

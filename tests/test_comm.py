@@ -302,19 +302,42 @@ log2 = sp.log(P_, 2)
 
 
 def test_symbolic_allreduce_algorithms():
-    """The closed forms chapter 12 derives, for P a power of two."""
-    want = {
-        "ring": 2 * (P_ - 1) * a_ + 2 * (P_ - 1) / P_ * n_ / b_,
+    """The closed forms chapter 12 derives, for P a power of two, on direct wires and
+    through switch ports (they differ only where a rank talks to two peers in a step)."""
+    ring = 2 * (P_ - 1) * a_ + 2 * (P_ - 1) / P_ * n_ / b_
+    direct = {
+        "ring": ring,
         "tree": 2 * log2 * (a_ + n_ / b_),
         "recursive_doubling": log2 * (a_ + n_ / b_),
         "rabenseifner": 2 * log2 * a_ + 2 * (P_ - 1) / P_ * n_ / b_,
         "bidirectional_ring": 2 * (P_ - 1) * a_ + (P_ - 1) / P_ * n_ / b_,
+        "two_sided_ring": P_ * a_ + n_ / b_,
         "binary_tree": 2 * log2 * (a_ + n_ / b_),
         "double_binary_tree": 2 * log2 * (a_ + n_ / (2 * b_)),
     }
-    assert set(want) == set(ALLREDUCE_FLAT)
-    for alg, expr in want.items():
-        assert_same(comm.allreduce_time(n_, P_, a_, b_, alg), expr, alg)
+    switched = dict(direct, **{
+        "bidirectional_ring": ring,
+        "two_sided_ring": P_ * a_ + 2 * (P_ - 1) / P_ * n_ / b_,
+        "binary_tree": 2 * log2 * a_ + 2 * (2 * log2 - 1) * n_ / b_,
+        "double_binary_tree": 2 * log2 * a_ + (2 * log2 - 1) * n_ / b_,
+    })
+    assert set(direct) == set(ALLREDUCE_FLAT)
+    for links, want in (("direct", direct), ("switched", switched)):
+        for alg, expr in want.items():
+            assert_same(comm.allreduce_time(n_, P_, a_, b_, alg, links=links), expr,
+                        f"{alg}, {links}")
+    assert_same(comm.allreduce_time(n_, P_, a_, b_, "binary_tree"), switched["binary_tree"])
+
+
+def test_call_overhead_is_paid_once_per_call():
+    a_call = sp.Symbol("alpha_call", positive=True)
+    for f in (comm.allreduce_time, comm.allgather_time, comm.reduce_scatter_time,
+              comm.broadcast_time, comm.alltoall_time):
+        assert_same(f(n_, P_, a_, b_, alpha_call=a_call) - f(n_, P_, a_, b_), a_call, f.__name__)
+    with pytest.raises(ValueError, match="alpha_call"):
+        comm.allreduce_time(1.0, 4, 1e-6, 1e9, alpha_call=-1)
+    with pytest.raises(ValueError, match="links"):
+        comm.allreduce_time(1.0, 4, 1e-6, 1e9, links="torus")
 
 
 def test_symbolic_other_collectives():
@@ -384,11 +407,25 @@ def test_fold_in_for_non_powers_of_two():
 
 
 def test_bidirectional_ring_with_two_ranks_gains_nothing():
-    # With two ranks one ring already uses both directions of the one link.
-    assert comm.allreduce_time(1 * GB, 2, 1 * us, 1 * GB, "bidirectional_ring") == \
-        pytest.approx(comm.allreduce_time(1 * GB, 2, 1 * us, 1 * GB))
-    assert comm.allreduce_time(1 * GB, 3, 0, 1 * GB, "bidirectional_ring") == \
+    # With two ranks one ring already uses both directions of the one link; through a
+    # switch port a unidirectional ring already uses both directions whatever P is.
+    for links in ("direct", "switched"):
+        assert comm.allreduce_time(1 * GB, 2, 1 * us, 1 * GB, "bidirectional_ring",
+                                   links=links) == \
+            pytest.approx(comm.allreduce_time(1 * GB, 2, 1 * us, 1 * GB))
+    assert comm.allreduce_time(1 * GB, 3, 0, 1 * GB, "bidirectional_ring", links="direct") == \
         pytest.approx(comm.allreduce_time(1 * GB, 3, 0, 1 * GB) / 2)
+    assert comm.allreduce_time(1 * GB, 3, 0, 1 * GB, "bidirectional_ring") == \
+        pytest.approx(comm.allreduce_time(1 * GB, 3, 0, 1 * GB))
+
+
+def test_two_sided_ring_reaches_the_originals_figure_on_direct_links():
+    # Exercise 12.6's setting: 16 MB, 64 ranks, 5 µs, 50 GB/s. Each block reduced from both
+    # sides takes 64 steps of n/64 bytes: 64 · (5 µs + 5 µs) = 0.64 ms.
+    t = comm.allreduce_time(16 * MB, 64, 5 * us, 50 * GB, "two_sided_ring", links="direct")
+    assert t == pytest.approx(64 * (5 * us + 16 * MB / 64 / (50 * GB)))
+    odd = comm.traffic("allreduce", 7.0, 7, "two_sided_ring")
+    assert odd.steps == 6 and odd.step_bytes == pytest.approx(6.0)  # P − 1 steps of n/P
 
 
 def test_arrays_of_ranks_for_every_algorithm():
