@@ -1,0 +1,201 @@
+"""Pipeline parallelism in closed form: bubbles, activation memory, traffic, throughput and
+load balance (chapter 16).
+
+The model is split into ``p`` consecutive stages, one per rank, and a minibatch into ``m``
+microbatches. A forward of one microbatch through one stage takes t_F, its backward t_B
+(input gradient) plus t_W (weight gradient). Chapter 16 derives each formula from the
+separability of the model, f = f_P ∘ ... ∘ f_1, and checks it against the discrete-event
+simulator of :mod:`dtbook.schedules`, which runs the same schedules step by step.
+
+Arithmetic functions accept Python numbers, NumPy arrays and SymPy symbols alike; the two
+partition functions take a list of layer times.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _validate as check
+from .symbolic import maximum, minimum
+
+__all__ = ["bubble_fraction", "interleaved_bubble_fraction", "interleaved_bubble_approx",
+           "zb_h1_bubble_fraction", "batch_time", "pipeline_efficiency", "throughput",
+           "activations_in_flight", "p2p_message_bytes", "p2p_bytes_per_minibatch",
+           "dp_allreduce_bytes", "load_balance_efficiency", "stage_times",
+           "best_partition"]
+
+
+def bubble_fraction(p, microbatches):
+    """Idle share of GPipe and of 1F1B: (p − 1)/(m + p − 1) (chapter 16).
+
+    Every stage works m(t_F + t_B) and waits (p − 1)(t_F + t_B): p − 1 forwards before the
+    last stage starts and p − 1 backwards after it ends. m = 1 gives (p − 1)/p.
+    """
+    check.count("p", p)
+    check.count("microbatches", microbatches)
+    return (p - 1) / (microbatches + p - 1)
+
+
+def interleaved_bubble_fraction(p, microbatches, virtual_stages):
+    """Idle share of interleaved 1F1B with v chunks per rank: (p − 1)/(v·m + p − 1),
+    exact when m is a multiple of p and a chunk costs 1/v of a stage (chapter 16)."""
+    check.count("p", p)
+    check.count("microbatches", microbatches)
+    check.count("virtual_stages", virtual_stages)
+    return (p - 1) / (virtual_stages * microbatches + p - 1)
+
+
+def interleaved_bubble_approx(p, microbatches, virtual_stages):
+    """The large-m form (p − 1)/(v·m): bubble time over *useful* time, not over the whole
+    batch; it overstates the exact fraction, most at small m (chapter 16)."""
+    check.count("p", p)
+    check.count("microbatches", microbatches)
+    check.count("virtual_stages", virtual_stages)
+    return (p - 1) / (virtual_stages * microbatches)
+
+
+def zb_h1_bubble_fraction(p, microbatches, t_forward, t_backward, t_weight):
+    """Idle share of the zero-bubble H1 schedule for m ≥ p (chapter 16):
+
+    bubble time (p − 1)·max(t_F + t_B − t_W, t_F, t_B) over the batch time
+    m(t_F + t_B + t_W) + that bubble. When t_W ≤ t_F and t_W ≤ t_B this is the
+    (p − 1)(t_F + t_B − t_W) of Qi et al.: each deferred W fills t_W of 1F1B's wait.
+    """
+    check.count("p", p)
+    check.count("microbatches", microbatches)
+    check.positive("t_forward", t_forward)
+    check.positive("t_backward", t_backward)
+    check.nonnegative("t_weight", t_weight)
+    idle = (p - 1) * maximum(t_forward + t_backward - t_weight, t_forward, t_backward)
+    return idle / (microbatches * (t_forward + t_backward + t_weight) + idle)
+
+
+def batch_time(p, microbatches, t_forward, t_backward):
+    """Time of one minibatch under GPipe or 1F1B: (m + p − 1)(t_F + t_B) (chapter 16).
+    ``t_backward`` is the whole backward (input and weight gradients)."""
+    check.count("p", p)
+    check.count("microbatches", microbatches)
+    check.positive("t_forward", t_forward)
+    check.positive("t_backward", t_backward)
+    return (microbatches + p - 1) * (t_forward + t_backward)
+
+
+def pipeline_efficiency(p, microbatches):
+    """Useful share of the batch time, m/(m + p − 1) = 1 − bubble (chapter 16)."""
+    return 1 - bubble_fraction(p, microbatches)
+
+
+def throughput(p, microbatches, batch, seq, t_forward, t_backward):
+    """Tokens per second of a pipeline: m·b·S / T_batch, with b sequences of S tokens per
+    microbatch (chapter 16)."""
+    check.positive("batch", batch)
+    check.positive("seq", seq)
+    return microbatches * batch * seq / batch_time(p, microbatches, t_forward, t_backward)
+
+
+def activations_in_flight(p, microbatches, stage=0, schedule="1f1b"):
+    """Most microbatches whose activations stage ``stage`` holds at once (chapter 16):
+    m under GPipe (every forward before any backward), min(p − s, m) under 1F1B."""
+    check.count("p", p)
+    check.count("microbatches", microbatches)
+    check.count("stage", stage, minimum=0)
+    if schedule == "gpipe":
+        return microbatches
+    if schedule != "1f1b":
+        raise ValueError(f"schedule must be 'gpipe' or '1f1b', got {schedule!r}")
+    return minimum(p - stage, microbatches)
+
+
+def p2p_message_bytes(batch, seq, hidden, bytes_per_value=2):
+    """One activation (or its gradient) crossing a stage boundary: b·S·H·sizeof bytes
+    (chapter 16)."""
+    check.positive("batch", batch)
+    check.positive("seq", seq)
+    check.positive("hidden", hidden)
+    check.positive("bytes_per_value", bytes_per_value)
+    return batch * seq * hidden * bytes_per_value
+
+
+def p2p_bytes_per_minibatch(p, microbatches, batch, seq, hidden, bytes_per_value=2,
+                            virtual_stages=1):
+    """Bytes all ranks send together in one minibatch: 2(p·v − 1)·m messages of b·S·H·sizeof,
+    one activation forward and one gradient backward per boundary and microbatch; v = 1 gives
+    2(p − 1)·m·b·S·H·sizeof (chapter 16)."""
+    check.count("p", p)
+    check.count("microbatches", microbatches)
+    check.count("virtual_stages", virtual_stages)
+    return (2 * (p * virtual_stages - 1) * microbatches
+            * p2p_message_bytes(batch, seq, hidden, bytes_per_value))
+
+
+def dp_allreduce_bytes(p, params, bytes_per_value=2):
+    """What one rank sends in a ring all-reduce of the gradient, 2(p − 1)/p·Ψ·sizeof, the
+    data-parallel figure a pipeline's traffic is compared with (chapters 14 and 16)."""
+    check.count("p", p)
+    check.positive("params", params)
+    check.positive("bytes_per_value", bytes_per_value)
+    return 2 * (p - 1) * params * bytes_per_value / p
+
+
+# --------------------------------------------------------------------------- load balance
+
+def _times(name, values):
+    arr = np.asarray(check._numeric(name, values), dtype=float).ravel()
+    if arr.size == 0 or not np.all(arr >= 0):
+        raise ValueError(f"{name} must be a non-empty list of times >= 0, got {values!r}")
+    return arr
+
+
+def load_balance_efficiency(stage_times):
+    """E = Σ tᵢ / (P·t_max): the share of the pipeline's time that does work when the
+    slowest stage sets the pace; 1 − E is the imbalance bubble (chapter 16)."""
+    t = _times("stage_times", stage_times)
+    if t.max() <= 0:
+        raise ValueError(f"stage_times must not all be zero, got {stage_times!r}")
+    return float(t.sum() / (t.size * t.max()))
+
+
+def stage_times(layer_times, boundaries):
+    """Per-stage sums of ``layer_times`` split at ``boundaries`` (the index of each stage's
+    first layer after the first stage's), chapter 16."""
+    t = _times("layer_times", layer_times)
+    cuts = [0] + [int(b) for b in boundaries] + [t.size]
+    if any(b <= a for a, b in zip(cuts, cuts[1:])):
+        raise ValueError(f"boundaries must increase strictly within 1..{t.size - 1}, "
+                         f"got {boundaries!r}")
+    return [float(t[a:b].sum()) for a, b in zip(cuts, cuts[1:])]
+
+
+def best_partition(layer_times, p):
+    """Split layers into ``p`` contiguous stages minimising the slowest stage (chapter 16).
+
+    A pipeline passes activations from stage to stage, so a stage must hold consecutive
+    layers. Dynamic programming over (layers used, stages used), O(p·L²). Returns the
+    boundaries (see :func:`stage_times`); ties go to the earliest cut.
+    """
+    t = _times("layer_times", layer_times)
+    check.count("p", p)
+    p = int(p)
+    L = t.size
+    if p > L:
+        raise ValueError(f"p={p} stages need at least {p} layers, got {L}")
+    prefix = np.concatenate([[0.0], np.cumsum(t)])
+    INF = float("inf")
+    # best[k][j]: smallest slowest-stage time for the first j layers in k stages
+    best = [[INF] * (L + 1) for _ in range(p + 1)]
+    cut = [[0] * (L + 1) for _ in range(p + 1)]
+    best[0][0] = 0.0
+    for k in range(1, p + 1):
+        for j in range(k, L + 1):
+            for i in range(k - 1, j):
+                cost = max(best[k - 1][i], prefix[j] - prefix[i])
+                if cost < best[k][j] - 1e-12:
+                    best[k][j], cut[k][j] = cost, i
+    bounds, j = [], L
+    for k in range(p, 1, -1):
+        j = cut[k][j]
+        bounds.append(j)
+    return bounds[::-1]
+
+
+check.guard_module(globals())  # every public formula checks its arguments (DESIGN.md)
