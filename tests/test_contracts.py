@@ -29,6 +29,7 @@ NOT_FORMULAS = {
     # they run processes, measure, train, draw or parse text, and have tests of their own
     "dist", "_launcher", "_validate", "exercises", "microbench", "nn", "toylm", "plotting",
     "widgets", "measure", "symbolic", "units", "collectives", "parallel", "parallel.counting",
+    "schedules", "parallel.pipeline",  # a simulator and a stage runner: tests/test_schedules.py
     "parallel.data",
     # catalogs: they take names, and name the bad one (tests/test_hardware.py, test_models.py)
     "hardware", "models",
@@ -79,6 +80,9 @@ def _baselines():
             params=np.repeat([1e7, 1e8, 1e9], 3), tokens=np.tile([1e9, 1e10, 1e11], 3),
             losses=1.7 + 400 / np.repeat([1e7, 1e8, 1e9], 3) ** 0.34
             + 410 / np.tile([1e9, 1e10, 1e11], 3) ** 0.28),
+        "pipeline_parallel.load_balance_efficiency": dict(stage_times=[3.0, 4.0, 5.0]),
+        "pipeline_parallel.stage_times": dict(layer_times=[1.0, 2.0, 3.0, 4.0], boundaries=[2]),
+        "pipeline_parallel.best_partition": dict(layer_times=[1.0, 2.0, 3.0, 4.0], p=2),
         "scaling.isoflop_minimum": dict(params=np.array([1e8, 3e8, 1e9, 3e9, 1e10]),
                                         losses=np.array([3.1, 2.9, 2.85, 2.9, 3.05])),
     }
