@@ -1,0 +1,76 @@
+"""dtbook.parallel.pipeline and dtbook.pipeline_parallel (chapter 16): the stage runner's
+gradients against one process, its sends counted against the formula, and the partition
+against brute force."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from dtbook import pipeline_parallel as pp
+
+
+def _worker(rank, world, m, name):
+    import torch
+    import torch.nn as nn
+
+    from dtbook import schedules
+    from dtbook.parallel.counting import CommCounter
+    from dtbook.parallel.pipeline import run_schedule
+
+    torch.manual_seed(0)
+    H, B = 8, 8
+    full = nn.Sequential(*[nn.Sequential(nn.Linear(H, H), nn.Tanh()) for _ in range(world)])
+    x, y = torch.randn(B, H), torch.randn(B, H)
+    with CommCounter() as c:
+        out = run_schedule(full[rank], schedules.build(name, world, m)[rank], rank, world,
+                           (B // m, H), inputs=x.chunk(m), targets=y.chunk(m),
+                           loss_fn=nn.functional.mse_loss, microbatches=m)
+    return [p.grad for p in full[rank].parameters()], c.counts().get("isend", 0), \
+        c.bytes().get("isend", 0), out["peak"]
+
+
+@pytest.mark.parametrize("name", ["gpipe", "1f1b"])
+def test_runner_gradients_and_sends(name):
+    import torch
+    import torch.nn as nn
+
+    from dtbook.dist import launch
+
+    P, m = 3, 4
+    res = launch(_worker, P, m, name, timeout=120)
+    torch.manual_seed(0)
+    full = nn.Sequential(*[nn.Sequential(nn.Linear(8, 8), nn.Tanh()) for _ in range(P)])
+    x, y = torch.randn(8, 8), torch.randn(8, 8)
+    nn.functional.mse_loss(full(x), y).backward()
+    ref = [p.grad for p in full.parameters()]
+    got = [g for r in res for g in r[0]]
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(got, ref))
+    assert sum(r[1] for r in res) == 2 * (P - 1) * m
+    assert sum(r[2] for r in res) == pp.p2p_bytes_per_minibatch(P, m, 2, 1, 8, 4)
+    assert [r[3] for r in res] == ([m] * P if name == "gpipe" else [3, 2, 1])
+
+
+def _brute(times, p):
+    L = len(times)
+    return min(max(pp.stage_times(times, list(c))) for c in itertools.combinations(range(1, L), p - 1))
+
+
+def test_best_partition_equals_brute_force():
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        L = int(rng.integers(2, 9))
+        p = int(rng.integers(1, L + 1))
+        times = rng.integers(1, 20, size=L).astype(float).tolist()
+        got = max(pp.stage_times(times, pp.best_partition(times, p)))
+        assert got == pytest.approx(_brute(times, p))
+
+
+def test_partition_and_balance_errors():
+    with pytest.raises(ValueError, match="layer_times"):
+        pp.best_partition([], 2)
+    with pytest.raises(ValueError, match="p=5"):
+        pp.best_partition([1.0, 2.0], 5)
+    with pytest.raises(ValueError, match="boundaries"):
+        pp.stage_times([1.0, 2.0, 3.0], [2, 1])
+    assert pp.load_balance_efficiency([10, 10, 10, 10]) == 1.0

@@ -1,0 +1,111 @@
+"""dtbook.schedules (chapter 16): the simulator against the closed forms of
+dtbook.pipeline_parallel, and the action orders against PyTorch's own schedules."""
+
+import itertools
+
+import pytest
+import sympy as sp
+
+from dtbook import pipeline_parallel as pp
+from dtbook import schedules as S
+from dtbook.symbolic import assert_same
+
+
+@pytest.mark.parametrize("P,m", [(2, 1), (2, 5), (4, 1), (4, 4), (4, 9), (8, 32)])
+def test_gpipe_and_1f1b_bubble_and_memory(P, m):
+    for name in ("gpipe", "1f1b"):
+        r = S.simulate(name, P, m, t_forward=1.0, t_backward=2.0)
+        assert r.bubble_fraction == pytest.approx(pp.bubble_fraction(P, m), abs=1e-12)
+        assert r.makespan == pytest.approx(pp.batch_time(P, m, 1.0, 2.0))
+    assert S.simulate("gpipe", P, m).peak_activations == [m] * P
+    assert S.simulate("1f1b", P, m).peak_activations == [
+        pp.activations_in_flight(P, m, s) for s in range(P)]
+
+
+@pytest.mark.parametrize("P,m,v", [(2, 2, 2), (4, 4, 2), (4, 8, 2), (4, 8, 3), (3, 9, 4)])
+def test_interleaved_bubble_is_exact(P, m, v):
+    r = S.simulate("interleaved-1f1b", P, m, virtual_stages=v)
+    assert r.bubble_fraction == pytest.approx(pp.interleaved_bubble_fraction(P, m, v), abs=1e-12)
+    assert r.bubble_fraction < pp.interleaved_bubble_approx(P, m, v)
+
+
+def test_zb_h1_bubble_and_memory():
+    for (P, m), tf, tb, tw in itertools.product([(2, 5), (4, 4), (4, 16), (8, 32)], (0.5, 1, 3),
+                                                (0.5, 1, 2), (0.1, 1, 3)):
+        r = S.simulate("zb-h1", P, m, t_forward=tf, t_backward=tb, t_weight=tw)
+        assert r.bubble_fraction == pytest.approx(pp.zb_h1_bubble_fraction(P, m, tf, tb, tw),
+                                                  abs=1e-12)
+        assert max(r.peak_activations) <= P
+        one = S.simulate("1f1b", P, m, t_forward=tf, t_backward=tb, t_weight=tw)
+        assert r.makespan <= one.makespan + 1e-12
+
+
+def test_zb_h1_formula_reduces_to_the_papers_when_w_is_small():
+    p, m, f, b, w = sp.symbols("p m f b w", positive=True)
+    ours = pp.zb_h1_bubble_fraction(p, m, f, b, w)
+    paper = (p - 1) * (f + b - w) / (m * (f + b + w) + (p - 1) * (f + b - w))
+    assert_same(ours.subs({f: 1, b: 1, w: sp.Rational(3, 10)}),
+                paper.subs({f: 1, b: 1, w: sp.Rational(3, 10)}))
+
+
+def test_every_action_runs_once_and_ranks_never_overlap():
+    r = S.simulate("interleaved-1f1b", 4, 8, virtual_stages=2)
+    for tl in r.timeline:
+        for (_, _, e), (_, s, _) in zip(tl, tl[1:]):
+            assert s >= e - 1e-12
+    acts = [a for tl in r.timeline for a, _, _ in tl]
+    assert len(acts) == len(set(acts)) == 2 * 8 * 8
+
+
+def test_the_book_listing_deadlocks_and_the_right_warmup_does_not():
+    with pytest.raises(S.DeadlockError, match="rank 0 is at 0B0"):
+        S.simulate(S.book_1f1b(4, 8), 4, 8)
+    S.simulate(S.build("1f1b", 4, 8), 4, 8)
+
+
+def test_bad_input_is_named():
+    with pytest.raises(ValueError, match="known: gpipe"):
+        S.build("pipedream", 4, 8)
+    with pytest.raises(ValueError, match="multiple of stages"):
+        S.build("interleaved-1f1b", 4, 6, virtual_stages=2)
+    with pytest.raises(ValueError, match="virtual_stages"):
+        S.build("1f1b", 4, 8, virtual_stages=2)
+    for kw in (dict(t_forward=0), dict(t_backward=float("nan")), dict(t_weight=-1)):
+        with pytest.raises(ValueError, match=next(iter(kw))):
+            S.simulate("1f1b", 4, 8, **kw)
+    with pytest.raises(ValueError, match="microbatches"):
+        S.simulate("1f1b", 4, 0)
+
+
+# --------------------------------------------------------------------------- PyTorch's orders
+# get_schedule_ops is private (torch.distributed.pipelining._schedule_visualizer, torch 2.13):
+# these tests pin what chapter 16 uses of it.
+
+def _torch(cls, P, m, v=None):
+    from torch.distributed.pipelining import _schedule_visualizer as V
+    return S.from_torch(V.get_schedule_ops(cls, P, m, num_stages_per_rank=v))
+
+
+@pytest.mark.parametrize("P,m", [(2, 6), (4, 4), (4, 8), (4, 12)])
+def test_orders_equal_pytorchs(P, m):
+    from torch.distributed.pipelining import schedules as TS
+
+    assert _torch(TS.ScheduleGPipe, P, m) == S.build("gpipe", P, m)
+    for v in (2, 3):
+        assert _torch(TS.ScheduleInterleaved1F1B, P, m, v) == S.build(
+            "interleaved-1f1b", P, m, virtual_stages=v)
+    ours, theirs = S.build("1f1b", P, m), _torch(TS.Schedule1F1B, P, m)
+    assert theirs[:-1] == ours[:-1]
+    # PyTorch's 1F1B IR numbers the last rank's forwards 1..m (its runtime does not use it)
+    shifted = [S.Action(a.kind, a.microbatch + (a.kind == "F"), a.stage) for a in ours[-1]]
+    assert theirs[-1] == shifted
+
+
+def test_pytorchs_zero_bubble_orders_simulate():
+    from torch.distributed.pipelining import schedules as TS
+
+    izb = S.simulate(_torch(TS.ScheduleInterleavedZeroBubble, 4, 8, 2), 4, 8, virtual_stages=2,
+                     t_forward=1, t_backward=1, t_weight=1)
+    il = S.simulate("interleaved-1f1b", 4, 8, virtual_stages=2, t_forward=1, t_backward=1,
+                    t_weight=1)
+    assert izb.bubble_fraction < il.bubble_fraction
