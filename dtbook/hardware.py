@@ -31,7 +31,7 @@ from typing import Mapping
 from .units import GB, TB, TFLOP, PFLOP, us
 
 __all__ = ["Accelerator", "Link", "get", "names", "accelerators", "links",
-           "Tier", "Node", "node", "nodes", "ladder"]
+           "Tier", "Node", "node", "nodes", "ladder", "BusBandwidth", "published_busbw"]
 
 
 @dataclass(frozen=True)
@@ -226,6 +226,56 @@ def get(name: str) -> Accelerator | Link:
         return _LINKS[key]
     raise ValueError(f"unknown hardware {name!r}; accelerators: {', '.join(accelerators())}; "
                      f"links: {', '.join(links())}")
+
+
+# ---------------------------------------------------------------------- measured by others
+# What NCCL reaches on real fabrics, as nccl-tests reports it (chapter 13 sets these beside
+# the α-β model). Maintainers' statements of the expected figure, not one user's run.
+
+@dataclass(frozen=True)
+class BusBandwidth:
+    """A published nccl-tests bus bandwidth (chapter 13): ``busbw_low``..``busbw_high`` in
+    bytes/s (nccl-tests' busbw, :func:`dtbook.comm.bus_bandwidth`), for ``collective`` on
+    ``ranks`` GPUs over the catalog link ``link``, with NCCL's ``algorithm``."""
+
+    name: str
+    collective: str
+    link: str
+    ranks: int
+    algorithm: str
+    busbw_low: float
+    busbw_high: float
+    setting: str
+    source: str
+
+
+_NCCL_TESTS_212 = ("S. Jeaugey (NVIDIA), NVIDIA/nccl-tests issue #212, 2024-05-06 "
+                   "(https://github.com/NVIDIA/nccl-tests/issues/212): '450GB/s is the line "
+                   "rate. With the protocol overhead (~20%) NCCL can get an effective NVLink "
+                   "bandwidth of 370GB/s ... with NCCL_ALGO=RING'; with NVLink SHARP 'on 8 GPUs, "
+                   "you should reach a peak busBw of ~480GB/s (algbw ~275GB/s)'")
+_NCCL_TESTS_290 = ("D. Addison (NVIDIA), NVIDIA/nccl-tests issue #290, 2025-03-03 "
+                   "(https://github.com/NVIDIA/nccl-tests/issues/290): single-node H100 all-reduce "
+                   "at 476 GB/s 'in the expected range'; 'For NDR @ 400Gbps you should see "
+                   "46-48GB/s per NIC' (two nodes, NCCL_ALGO=RING)")
+
+_PUBLISHED = {b.name: b for b in (
+    BusBandwidth("h100-nvswitch-ring", "allreduce", "nvlink4", 8, "ring", 370 * GB, 370 * GB,
+                 "8 H100 SXM in one node through NVSwitch, NCCL_ALGO=RING, large buffers",
+                 _NCCL_TESTS_212),
+    BusBandwidth("h100-nvswitch-nvls", "allreduce", "nvlink4", 8, "nvls", 476 * GB, 480 * GB,
+                 "8 H100 SXM in one node, NVLink SHARP (the switch adds), large buffers",
+                 _NCCL_TESTS_212 + "; " + _NCCL_TESTS_290),
+    BusBandwidth("ndr400-ring", "allreduce", "ib-ndr400", 16, "ring", 46 * GB, 48 * GB,
+                 "two nodes over InfiniBand NDR, NCCL_ALGO=RING, per 400 Gb/s NIC",
+                 _NCCL_TESTS_290),
+)}
+
+
+def published_busbw() -> list[BusBandwidth]:
+    """Published nccl-tests bus bandwidths for H100 NVSwitch and InfiniBand NDR, each with
+    its source (chapter 13)."""
+    return list(_PUBLISHED.values())
 
 
 # ---------------------------------------------------------------------- the memory hierarchy

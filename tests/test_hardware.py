@@ -145,3 +145,21 @@ def test_entries_are_immutable():
     with pytest.raises(TypeError):
         h100.peak_flops["bf16"] = 1
     assert hash(h100) == hash(hardware.get("h100-sxm"))
+
+
+def test_published_bus_bandwidths_respect_the_line_rate():
+    # Two independent sources: NVIDIA's measured busbw and the datasheet's β. A ring moves
+    # 2(P − 1)/P · n over every port, so its busbw cannot exceed β; with the switch adding
+    # (NVLS) each GPU sends n once, so algbw, not busbw, is what β bounds.
+    from dtbook import comm
+    published = hardware.published_busbw()
+    assert {b.link for b in published} <= set(hardware.links())
+    for b in published:
+        beta = hardware.get(b.link).beta
+        assert "https://github.com/NVIDIA/nccl-tests/issues/" in b.source
+        assert 0 < b.busbw_low <= b.busbw_high
+        if b.algorithm == "ring":
+            assert 0.7 * beta < b.busbw_high <= beta, b.name
+        else:
+            assert b.busbw_high > beta                      # beats the ring's ceiling
+            assert b.busbw_high / comm.bus_factor(b.collective, b.ranks) <= beta
