@@ -181,3 +181,26 @@ def test_the_corrections_appendix_lists_every_correction():
     assert len(found) == notes + boxes
     assert all(c.why.strip() for c in found)
     assert "corrections" in (ROOT / "_toc.yml").read_text()
+
+
+# A sentence that reports what this machine did carries its numbers by glue, never typed
+# (DESIGN.md, "Measuring on a shared machine"). Given data of a worked problem is not a
+# measurement: the phrases below are such givens, each with the chapter that states it.
+_MEASURED_WORDS = re.compile(r"\b(measured|took|this machine|this run|timed)\b", re.I)
+_TYPED_FIGURE = re.compile(r"(?<![\w{`.])\d[\d.,]*\s*(?:µs|us|ms|s|GB/s|MB/s|GiB/s|×)(?!\w)")
+_GIVEN = ("the measured 500 ms",         # chapter 13's Question: a figure the reader is handed
+          "file system starves this run")  # chapter 03a: the original edition's training run
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_measured_facts_are_glued_not_typed(path):
+    typed = []
+    for cell in _cells(path):
+        if cell["cell_type"] != "markdown":
+            continue
+        text = re.sub(r"\$[^$]*\$", "", _source(cell))          # formulas are not figures
+        for sentence in re.split(r"(?<=[.!?])\s+", text):
+            if (_MEASURED_WORDS.search(sentence) and _TYPED_FIGURE.search(sentence)
+                    and not any(g in sentence.lower() for g in _GIVEN)):
+                typed.append(" ".join(sentence.split())[:160])
+    assert not typed, f"typed figures in sentences about a measurement: {typed}"
