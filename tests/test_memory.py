@@ -85,3 +85,24 @@ def test_min_devices_is_the_least_that_fits(total, device):
     n = memory.min_devices(total, device)
     assert n * device >= total
     assert (n - 1) * device < total or n == 0
+
+
+def test_zero_stages_against_the_paper_formulas():
+    # ZeRO paper (Rajbhandari et al. 2020), Figure 1: (2 + 2 + K)Ψ, (2 + 2)Ψ + KΨ/N,
+    # 2Ψ + (2 + K)Ψ/N, (2 + 2 + K)Ψ/N with K = 12.
+    import sympy as sp
+    from dtbook.symbolic import assert_same
+    psi, N = sp.symbols("Psi N", positive=True)
+    K = 12
+    want = {0: (4 + K) * psi, 1: 4 * psi + K * psi / N, 2: 2 * psi + (2 + K) * psi / N,
+            3: (4 + K) * psi / N}
+    for stage, expr in want.items():
+        assert_same(memory.zero_state_bytes(psi, N, stage), expr, f"stage {stage}")
+    assert memory.zero_state_bytes(7.5e9, 64, 3) == pytest.approx(1.875e9)   # paper: 1.9 GB
+    assert memory.zero_state_bytes(7.5e9, 64, 1) == pytest.approx(31.4e9, rel=0.01)  # 31.4 GB
+    assert memory.zero_state_bytes(7.5e9, 64, 2) == pytest.approx(16.6e9, rel=0.01)  # 16.6 GB
+    assert memory.zero_state_bytes(1e9, 1, 0) == memory.model_state_bytes(1e9)
+    with pytest.raises(ValueError, match="stage"):
+        memory.zero_state_bytes(1e9, 8, 4)
+    with pytest.raises(ValueError, match="dp"):
+        memory.zero_state_bytes(1e9, 0, 1)
