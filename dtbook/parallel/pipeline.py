@@ -53,6 +53,8 @@ def run_schedule(module, actions, rank, world, act_shape, *, inputs=None, target
                 dist.recv(x, rank - 1, tag=i)
                 x.requires_grad_(True)
             y = module(x)
+            if delay:
+                time.sleep(delay[0])  # the emulated compute ends before its result leaves
             if last:
                 y = loss_fn(y, targets[i]) / microbatches
                 total += y.detach()
@@ -60,8 +62,6 @@ def run_schedule(module, actions, rank, world, act_shape, *, inputs=None, target
                 pending.append(dist.isend(y.detach(), rank + 1, tag=i))
             held[i] = (x, y)
             peak = max(peak, len(held))
-            if delay:
-                time.sleep(delay[0])
         elif a.kind == "B":
             x, y = held.pop(i)
             if last:
@@ -70,10 +70,10 @@ def run_schedule(module, actions, rank, world, act_shape, *, inputs=None, target
                 g = torch.empty(act_shape)
                 dist.recv(g, rank + 1, tag=_GRAD_TAG + i)
                 y.backward(g)
-            if not first:
-                pending.append(dist.isend(x.grad, rank - 1, tag=_GRAD_TAG + i))
             if delay:
                 time.sleep(delay[1])
+            if not first:
+                pending.append(dist.isend(x.grad, rank - 1, tag=_GRAD_TAG + i))
         else:
             raise ValueError(f"the runner executes F and B actions, got {a}")
         timeline.append((a.kind, i, start, clock()))
