@@ -32,7 +32,8 @@ def run_schedule(module, actions, rank, world, act_shape, *, inputs=None, target
                  loss_fn=None, microbatches, delay=None, clock=time.perf_counter):
     """Run rank ``rank``'s ``actions`` (one stage per rank: GPipe, 1F1B) and return a dict:
     ``loss`` (the sum over microbatches of loss/m, on the last rank, else None),
-    ``timeline`` (kind, microbatch, start, end per action on ``clock``) and ``peak`` (most
+    ``timeline`` (kind, microbatch, start, end per action on ``clock``, from the moment its
+    input had arrived) and ``peak`` (most
     microbatches whose activations this rank held at once). Chapter 16.
 
     ``inputs``/``targets`` are the microbatches on the first/last rank; ``act_shape`` the
@@ -44,7 +45,6 @@ def run_schedule(module, actions, rank, world, act_shape, *, inputs=None, target
     first, last = rank == 0, rank == world - 1
     for a in actions:
         i = a.microbatch
-        start = clock()
         if a.kind == "F":
             if first:
                 x = inputs[i]
@@ -52,6 +52,7 @@ def run_schedule(module, actions, rank, world, act_shape, *, inputs=None, target
                 x = torch.empty(act_shape)
                 dist.recv(x, rank - 1, tag=i)
                 x.requires_grad_(True)
+            start = clock()  # the timeline shows work, not the wait for the input
             y = module(x)
             if delay:
                 time.sleep(delay[0])  # the emulated compute ends before its result leaves
@@ -65,10 +66,12 @@ def run_schedule(module, actions, rank, world, act_shape, *, inputs=None, target
         elif a.kind == "B":
             x, y = held.pop(i)
             if last:
+                start = clock()
                 y.backward()
             else:
                 g = torch.empty(act_shape)
                 dist.recv(g, rank + 1, tag=_GRAD_TAG + i)
+                start = clock()
                 y.backward(g)
             if delay:
                 time.sleep(delay[1])
