@@ -74,6 +74,7 @@ class CommCounter:
         self.calls: list[Call] = []
         self._saved = []
         self._mode = None
+        self._depth = 0  # >0 inside a counted call: torch's recv calls irecv, count it once
 
     # ---------------------------------------------------------------- results
     def counts(self) -> dict:
@@ -94,6 +95,8 @@ class CommCounter:
     # ---------------------------------------------------------------- patching
     def _wrap(self, name, fn, arg):
         def counted(*args, **kwargs):
+            if self._depth:  # called by another counted function: already counted
+                return fn(*args, **kwargs)
             if arg is None:
                 n = 0
             elif len(args) > arg:
@@ -107,7 +110,11 @@ class CommCounter:
             op = name.replace("_single", "_tensor") if name.endswith("r_single") else name
             op = "all_gather_into_tensor" if op == "all_gather_single" else op
             self.calls.append(Call(op, n, "torch.distributed"))
-            return fn(*args, **kwargs)
+            self._depth += 1
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self._depth -= 1
 
         counted.__wrapped__ = fn
         return counted
