@@ -110,6 +110,7 @@ def compute_comm_ratio(batch, seq, hidden, tp, peak_flops, alpha, beta, bytes_pe
     False) split over P ranks at ``peak_flops``; communication is :func:`layer_comm_time`.
     R > 1: compute-bound, the all-reduces can hide behind the matmuls; R < 1: comm-bound.
     """
+    check.count("tp", tp)
     check.positive("peak_flops", peak_flops)
     flops = layer_training_flops(batch, seq, hidden) if backward else \
         layer_forward_flops(batch, seq, hidden)
