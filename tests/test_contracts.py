@@ -30,7 +30,7 @@ NOT_FORMULAS = {
     "dist", "_launcher", "_validate", "exercises", "microbench", "nn", "toylm", "plotting",
     "widgets", "measure", "symbolic", "units", "collectives", "parallel", "parallel.counting",
     "schedules", "parallel.pipeline",  # a simulator and a stage runner: tests/test_schedules.py
-    "parallel.data", "parallel.tensor", "parallel.zero",
+    "parallel.data", "parallel.tensor", "parallel.expert", "parallel.zero",
     # catalogs: they take names, and name the bad one (tests/test_hardware.py, test_models.py)
     "hardware", "models",
     # reads the book's own records (the corrections appendix)
@@ -83,6 +83,13 @@ def _baselines():
         "pipeline_parallel.load_balance_efficiency": dict(stage_times=[3.0, 4.0, 5.0]),
         "pipeline_parallel.stage_times": dict(layer_times=[1.0, 2.0, 3.0, 4.0], boundaries=[2]),
         "pipeline_parallel.best_partition": dict(layer_times=[1.0, 2.0, 3.0, 4.0], p=2),
+        **{f"moe.{f}": dict(load=[4.0, 2.0, 1.0, 1.0])
+           for f in ("normalized_entropy", "gini", "max_min_ratio", "max_mean_ratio")},
+        **{f"moe.{f}": dict(fractions=[0.6, 0.4], probabilities=[0.6, 0.4])
+           for f in ("aux_loss", "aux_gradient_direction")},
+        "moe.dispatch_matrix": dict(shares=[0.5, 0.25, 0.125, 0.125], tokens=64, world=2),
+        **{f"moe.{f}": dict(shares=[0.5, 0.25, 0.125, 0.125], tokens=64, hidden=4096, world=2)
+           for f in ("dispatch_sent_bytes", "dispatch_received_bytes")},
         "scaling.isoflop_minimum": dict(params=np.array([1e8, 3e8, 1e9, 3e9, 1e10]),
                                         losses=np.array([3.1, 2.9, 2.85, 2.9, 3.05])),
     }
