@@ -8,7 +8,15 @@ and Adam's two fp32 moments m and v (8 bytes), so
 
 The byte counts are arguments, so the same function covers fp32 training (4 + 4 + 0 + 8),
 SGD with momentum (optimizer_bytes=4), or an 8-bit optimizer. Chapter 20's ZeRO sharding is
-:func:`zero_state_bytes`; chapter 19 adds activation memory and buffers to this module.
+:func:`zero_state_bytes`.
+
+Chapter 19 writes the whole equation for one device, :func:`device_memory`: the model
+states of its share of the model (ZeRO 0-3 over the data-parallel group), the activations
+of the micro-batches its pipeline stage holds at once (per layer from
+:mod:`dtbook.activations`, split by tensor, sequence and context parallelism, times the
+schedule's activations in flight from :mod:`dtbook.schedules`, less what recomputation
+drops), the fp32 logits, the buffers that are easy to forget (communication buckets, a
+gradient-accumulation buffer, kernel workspace) and an allowance for fragmentation.
 
 All results are in bytes (SI base unit); convert at the edges with dtbook.units.
 """
@@ -21,6 +29,7 @@ import numpy as np
 import sympy as sp
 
 from . import _validate as check
+from . import activations as act
 
 #: Bytes per parameter of each part of the mixed-precision Adam state (chapter 01).
 MIXED_PRECISION_ADAM = {"params": 2, "grads": 2, "master": 4, "optimizer": 8}
@@ -108,6 +117,171 @@ def min_devices(total_bytes, device_bytes):
     if isinstance(ratio, np.ndarray):
         return np.ceil(ratio).astype(int)
     return int(math.ceil(ratio))
+
+
+# --------------------------------------------------------------------------------------
+# Chapter 19: the whole equation, per device
+# --------------------------------------------------------------------------------------
+
+#: The order in which :class:`MemoryBreakdown` lists its parts.
+PARTS = ("params", "grads", "master", "optimizer", "accum_buffer", "activations", "logits",
+         "buckets", "workspace", "fragmentation")
+
+
+class MemoryBreakdown(dict):
+    """Bytes per part on one device, in the order of :data:`PARTS` (chapter 19): a dict
+    with ``.total``, ``.model_states`` and a readable ``str``."""
+
+    @property
+    def total(self):
+        return sum(self.values())
+
+    @property
+    def model_states(self):
+        return self["params"] + self["grads"] + self["master"] + self["optimizer"]
+
+    def __str__(self):
+        from .units import fmt_bytes
+
+        def show(v):
+            return fmt_bytes(float(v)) if not isinstance(v, sp.Basic) or v.is_number else str(v)
+        rows = [f"{k:<14}{show(v):>14}" for k, v in self.items()]
+        return "\n".join(rows + [f"{'total':<14}{show(self.total):>14}"])
+
+
+def _symbolic(*values):
+    return any(isinstance(v, sp.Basic) and v.free_symbols for v in values)
+
+
+def activations_in_flight(pp, microbatches, schedule="1f1b", stage=0, virtual_stages=1):
+    """How many micro-batches' activations pipeline rank ``stage`` holds at its peak
+    (chapter 19), counted per model chunk as :func:`dtbook.schedules.simulate` counts them.
+
+    Numbers: the simulator's ``peak_activations[stage]`` (1F1B gives min(pp − stage, m),
+    GPipe m). Symbols: the closed forms of those two. With pp = 1 it is 1: gradient
+    accumulation finishes each micro-batch's backward before the next forward.
+    """
+    check.count("pp", pp)
+    check.count("microbatches", microbatches)
+    check.count("stage", stage, minimum=0)
+    check.count("virtual_stages", virtual_stages)
+    from . import schedules
+
+    if schedule not in schedules.SCHEDULES:
+        raise ValueError(f"schedule must be one of {schedules.SCHEDULES}, got {schedule!r}")
+    if _symbolic(pp, microbatches, stage):
+        if schedule == "1f1b":
+            return sp.Min(pp - stage, microbatches)
+        if schedule == "gpipe":
+            return microbatches
+        raise ValueError(f"schedule {schedule!r} has no closed form here: give pp and "
+                         "microbatches as numbers")
+    if stage >= pp:
+        raise ValueError(f"stage must be below pp = {pp}, got {stage!r}")
+    if pp == 1:
+        return 1
+    v = virtual_stages if schedule == "interleaved-1f1b" else 1
+    return schedules.simulate(schedule, int(pp), int(microbatches),
+                              virtual_stages=int(v)).peak_activations[int(stage)]
+
+
+def quadratic_crossover_seq(hidden, heads, linear_coeff=34, quadratic_coeff=5):
+    """The sequence length at which a layer's attention-matrix activations (quadratic_coeff
+    · a·s²·b) equal the rest (linear_coeff · s·b·h): s* = linear·h/(quadratic·a)
+    (chapter 19). The complete count of chapter 06 (bytes, with dropout) is 34 and 5,
+    so s* = 6.8·h/a; the original edition's count (elements) is 11 and 1, so s* = 11·h/a."""
+    check.positive("hidden", hidden)
+    check.positive("heads", heads)
+    check.positive("linear_coeff", linear_coeff)
+    check.positive("quadratic_coeff", quadratic_coeff)
+    return linear_coeff * hidden / (quadratic_coeff * heads)
+
+
+_QUADRATIC = ("softmax_output", "attn_dropout_mask", "attn_dropout_output")
+
+
+def device_memory(params, layers, hidden, heads, vocab, *, batch, seq, ffn_hidden=None,
+                  tp=1, sequence_parallel=False, cp=1, pp=1, dp=1, zero_stage=0,
+                  schedule="1f1b", microbatches=1, virtual_stages=1, stage=0,
+                  recompute="none", attention="flash", dropout=False, value_bytes=2,
+                  mask_bytes=1, norm_stat_bytes=0, param_bytes=2, grad_bytes=2,
+                  master_bytes=4, optimizer_bytes=8, accum_bytes=0, logits_bytes=4,
+                  bucket_bytes=0, workspace_bytes=0, fragmentation=0.0):
+    """Bytes on one device of a training run, part by part, as a :class:`MemoryBreakdown`
+    (chapter 19). Numbers or SymPy symbols.
+
+    The model (``params`` Ψ, ``layers`` L, ``hidden``, ``heads``, ``vocab``, ``ffn_hidden``)
+    trains on micro-batches of ``batch`` sequences of ``seq`` tokens. The device is pipeline
+    rank ``stage`` of ``pp``, one of ``tp`` tensor-parallel, ``cp`` context-parallel and
+    ``dp`` data-parallel ranks. Parts:
+
+    - ``params``, ``grads``, ``master``, ``optimizer``: :func:`zero_state_breakdown` of
+      Ψ/(tp·pp) parameters over ``dp`` ranks at ``zero_stage``, with the byte widths given;
+    - ``accum_buffer``: a separate gradient-accumulation buffer of ``accum_bytes`` per
+      parameter (4 for an fp32 "main_grad"; sharded like the gradients under ZeRO ≥ 2);
+    - ``activations``: L/(pp·v) layers of :func:`dtbook.activations.activation_breakdown`
+      (tp, sequence_parallel; sequence seq/cp, the s² terms of eager attention s²/cp),
+      times :func:`activations_in_flight`. ``recompute``: "none", "selective" (drop the
+      attention matrix), "full" (keep each layer's input, recompute one layer at a time in
+      backward) or an int k (keep every k-th layer's input, recompute blocks of k);
+      ``attention``: "flash" (no s×s matrix) or "eager"; ``dropout`` adds the masks;
+    - ``logits``: logits_bytes·(seq/cp)·batch·vocab/tp on the last stage (the fp32 logits,
+      often the largest single tensor);
+    - ``buckets``, ``workspace``: communication buffers and kernel workspace, in bytes, as
+      the reader sets them (default none);
+    - ``fragmentation``: the share f of the allocated memory that is lost, so the parts
+      above are 1 − f of the total (default 0).
+    """
+    for name, value in (("params", params), ("batch", batch), ("seq", seq)):
+        check.positive(name, value)
+    for name, value in (("layers", layers), ("tp", tp), ("cp", cp), ("pp", pp), ("dp", dp)):
+        check.count(name, value)
+    check.positive("hidden", hidden)
+    check.positive("heads", heads)
+    check.positive("vocab", vocab)
+    for name, value in (("accum_bytes", accum_bytes), ("logits_bytes", logits_bytes),
+                        ("bucket_bytes", bucket_bytes), ("workspace_bytes", workspace_bytes),
+                        ("fragmentation", fragmentation)):
+        check.nonnegative(name, value)
+    if not _symbolic(fragmentation) and not fragmentation < 1:
+        raise ValueError(f"fragmentation must be a share below 1, got {fragmentation!r}")
+    if isinstance(recompute, str):
+        if recompute not in ("none", "selective", "full"):
+            raise ValueError("recompute must be 'none', 'selective', 'full' or a whole "
+                             f"number k of layers per checkpoint, got {recompute!r}")
+        k = 1 if recompute == "full" else None
+    else:
+        check.count("recompute", recompute)
+        k = recompute
+    v = virtual_stages if schedule == "interleaved-1f1b" else 1
+    in_flight = activations_in_flight(pp, microbatches, schedule, stage, v)
+
+    parts = zero_state_breakdown(params / (tp * pp), dp, zero_stage, param_bytes, grad_bytes,
+                                 master_bytes, optimizer_bytes)
+    parts["accum_buffer"] = accum_bytes * params / (tp * pp) / (dp if zero_stage >= 2 else 1)
+
+    options = dict(value_bytes=value_bytes, mask_bytes=mask_bytes, dropout=dropout,
+                   attention=attention, norm_stat_bytes=norm_stat_bytes, tp=tp,
+                   sequence_parallel=sequence_parallel)
+    terms = act.activation_breakdown(batch, seq / cp, hidden, heads, ffn_hidden,
+                                     recompute="selective" if recompute == "selective" else "none",
+                                     **options)
+    layer = sum(t * cp if key in _QUADRATIC else t for key, t in terms.items())
+    chunk_layers = layers / (pp * v)
+    if k is None:
+        parts["activations"] = in_flight * chunk_layers * layer
+    else:
+        kept = act.activation_breakdown(batch, seq / cp, hidden, heads, ffn_hidden,
+                                        recompute="full", **options)["layer_input"]
+        parts["activations"] = in_flight * chunk_layers / k * kept + k * layer
+
+    last = (pp == 1) if _symbolic(pp) else stage == pp - 1
+    parts["logits"] = logits_bytes * (seq / cp) * batch * vocab / tp if last else 0
+    parts["buckets"] = bucket_bytes
+    parts["workspace"] = workspace_bytes
+    used = sum(parts.values())
+    parts["fragmentation"] = used * fragmentation / (1 - fragmentation)
+    return MemoryBreakdown((key, parts[key]) for key in PARTS)
 
 
 check.guard_module(globals())  # every public formula checks its arguments (DESIGN.md)
