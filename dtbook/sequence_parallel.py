@@ -1,0 +1,179 @@
+"""Sequence and context parallelism in closed form: what attention holds in memory at long
+sequence lengths, and what Megatron sequence parallelism, ring attention and Ulysses send
+(chapter 17).
+
+Attention mixes positions, but it does so through sums: a softmax-weighted average is a sum
+over keys divided by a sum over keys, and both sums can be computed block by block and merged
+(the online softmax, :mod:`dtbook.parallel.sequence`). That decomposability lets the sequence
+axis be split over P ranks. The shapes are b (``batch``), S (``seq``), H (``hidden``), n_h
+(``heads``) and s (``value_bytes``, 2 for bf16). Every function accepts Python numbers, NumPy
+arrays and SymPy symbols alike; sizes are bytes, times seconds.
+
+"Bytes a rank sends" counts one direction of one rank's port, as :func:`dtbook.comm.traffic`
+does: an all-gather or reduce-scatter of an n-byte buffer sends (P − 1)/P · n per rank.
+"""
+
+from __future__ import annotations
+
+from . import _validate as check
+from . import comm
+from .symbolic import maximum, minimum
+
+__all__ = [
+    "attention_scores_bytes", "layer_activation_bytes", "ring_activation_bytes",
+    "ulysses_scores_bytes", "norm_activation_bytes", "tp_allreduce_bytes", "megatron_sp_bytes",
+    "ring_kv_step_bytes", "ring_kv_bytes", "ulysses_bytes", "ring_ulysses_ratio",
+    "hidden_fraction", "ring_time", "causal_blocks", "causal_steps_needed",
+]
+
+
+def _shape(batch, seq, hidden=None, value_bytes=None):
+    check.positive("batch", batch)
+    check.positive("seq", seq)
+    if hidden is not None:
+        check.positive("hidden", hidden)
+    if value_bytes is not None:
+        check.positive("value_bytes", value_bytes)
+
+
+def attention_scores_bytes(batch, seq, heads, value_bytes=2):
+    """The attention matrix of one layer, materialised: b·n_h·S²·s bytes (chapter 17).
+
+    At S = 128K, b = 1, n_h = 32 in fp16 this is about 1.1 TB: the s² term no device holds."""
+    _shape(batch, seq, value_bytes=value_bytes)
+    check.positive("heads", heads)
+    return batch * heads * seq**2 * value_bytes
+
+
+def layer_activation_bytes(batch, seq, hidden, heads, value_bytes=2):
+    """The curriculum's two-term model of one layer's attention activations:
+    (2bSH + b·n_h·S²)·s bytes, the input and output of the block plus the attention matrix
+    (chapter 17). The second term grows with S² and dominates once S > 2H/n_h."""
+    _shape(batch, seq, hidden, value_bytes)
+    check.positive("heads", heads)
+    return (2 * batch * seq * hidden + batch * heads * seq**2) * value_bytes
+
+
+def ring_activation_bytes(batch, seq, hidden, heads, world, value_bytes=2):
+    """Peak attention memory per rank under ring attention with S/P tokens per rank:
+    (5b(S/P)H + b·n_h·(S/P)²)·s bytes, Q, K, V, the K/V block in flight and the output,
+    plus one block of scores; the quadratic term shrinks by P² (chapter 17)."""
+    _shape(batch, seq, hidden, value_bytes)
+    check.positive("heads", heads)
+    check.count("world", world)
+    local = seq / world
+    return (5 * batch * local * hidden + batch * heads * local**2) * value_bytes
+
+
+def ulysses_scores_bytes(batch, seq, heads, world, value_bytes=2):
+    """Ulysses gives each rank n_h/P whole heads over the whole sequence, so its attention
+    matrix is b·(n_h/P)·S²·s bytes: it shrinks by P, not P² (chapter 17)."""
+    _shape(batch, seq, value_bytes=value_bytes)
+    check.positive("heads", heads)
+    check.count("world", world)
+    return batch * heads / world * seq**2 * value_bytes
+
+
+def norm_activation_bytes(batch, seq, hidden, tp, value_bytes=2, sequence_parallel: bool = True):
+    """Activations a rank keeps for the LayerNorm and dropout regions of one layer inside a
+    tensor-parallel group of t: 2bSH·s replicated on every rank without sequence parallelism,
+    2b(S/t)H·s with it (chapter 17)."""
+    _shape(batch, seq, hidden, value_bytes)
+    check.count("tp", tp)
+    per_rank = 2 * batch * seq * hidden * value_bytes
+    return per_rank / tp if sequence_parallel else per_rank
+
+
+def tp_allreduce_bytes(batch, seq, hidden, tp, value_bytes=2):
+    """Bytes a rank sends per layer in the forward pass of tensor parallelism: two ring
+    all-reduces of the bSH·s activation, 4(t − 1)/t · bSH·s (chapters 15 and 17)."""
+    _shape(batch, seq, hidden, value_bytes)
+    check.count("tp", tp)
+    n = batch * seq * hidden * value_bytes
+    return 2 * comm.traffic("allreduce", n, tp).sent_bytes
+
+
+def megatron_sp_bytes(batch, seq, hidden, tp, value_bytes=2):
+    """Bytes a rank sends per layer in the forward pass of Megatron sequence parallelism:
+    an all-gather before each column-parallel region and a reduce-scatter after each
+    row-parallel one, two of each, 4(t − 1)/t · bSH·s: the same as
+    :func:`tp_allreduce_bytes`, because an all-reduce is a reduce-scatter then an
+    all-gather (chapter 17)."""
+    _shape(batch, seq, hidden, value_bytes)
+    check.count("tp", tp)
+    n = batch * seq * hidden * value_bytes
+    return 2 * (comm.traffic("allgather", n, tp).sent_bytes
+                + comm.traffic("reduce_scatter", n, tp).sent_bytes)
+
+
+def ring_kv_step_bytes(batch, seq, hidden, world, value_bytes=2):
+    """Bytes one rank sends in one step of ring attention: its current K and V blocks,
+    2b(S/P)H·s (chapter 17). With grouped-query attention pass the K/V width as ``hidden``."""
+    _shape(batch, seq, hidden, value_bytes)
+    check.count("world", world)
+    return 2 * batch * seq / world * hidden * value_bytes
+
+
+def ring_kv_bytes(batch, seq, hidden, world, value_bytes=2):
+    """Bytes one rank sends per layer (forward) in ring attention: P − 1 steps of K and V,
+    2(P − 1)/P · bSH·s (chapter 17)."""
+    return (world - 1) * ring_kv_step_bytes(batch, seq, hidden, world, value_bytes)
+
+
+def ulysses_bytes(batch, seq, hidden, world, value_bytes=2):
+    """Bytes one rank sends per layer (forward) in Ulysses: four all-to-alls (Q, K and V from
+    sequence-sharded to head-sharded, the output back), each sending (P − 1)/P of the rank's
+    b(S/P)H·s buffer, 4(P − 1)bSH·s/P² in all (chapter 17)."""
+    _shape(batch, seq, hidden, value_bytes)
+    check.count("world", world)
+    local = batch * seq / world * hidden * value_bytes
+    return 4 * comm.traffic("alltoall", local, world).sent_bytes
+
+
+def ring_ulysses_ratio(world):
+    """Ring attention sends P/2 times the bytes of Ulysses per rank (chapter 17)."""
+    check.count("world", world)
+    return world / 2
+
+
+def hidden_fraction(t_compute, t_comm):
+    """Share of a ring step's K/V transfer hidden behind the block's compute:
+    min(1, T_comp/T_comm) (chapter 17)."""
+    check.nonnegative("t_compute", t_compute)
+    check.positive("t_comm", t_comm)
+    return minimum(1, t_compute / t_comm)
+
+
+def ring_time(t_compute, t_comm, world, overlap: bool = True):
+    """Time of one ring-attention pass over P blocks, with P − 1 transfers (chapter 17).
+
+    Overlapped, each transfer runs beside the compute of the block in hand:
+    T_comp + (P − 1)·max(T_comp, T_comm). Not overlapped: P·T_comp + (P − 1)·T_comm."""
+    check.nonnegative("t_compute", t_compute)
+    check.nonnegative("t_comm", t_comm)
+    check.count("world", world)
+    if overlap:
+        return t_compute + (world - 1) * maximum(t_compute, t_comm)
+    return world * t_compute + (world - 1) * t_comm
+
+
+def causal_blocks(world, zigzag: bool = False):
+    """Blocks of (S/P)² scores the busiest rank computes in causal ring attention, when a
+    block whose keys all lie in the future of its queries is skipped (chapter 17).
+
+    Contiguous split: rank r needs the blocks of sources 0 … r, so the last rank computes all
+    P and the ring is no faster than without the mask. Zig-zag split (2P chunks of S/(2P),
+    rank r holds chunks r and 2P − 1 − r, skipping at chunk granularity): every rank computes
+    2P + 1 chunk pairs, (2P + 1)/4 blocks."""
+    check.count("world", world)
+    return (2 * world + 1) / 4 if zigzag else world
+
+
+def causal_steps_needed(world):
+    """Average blocks a rank needs under a causal mask with the contiguous split:
+    (P + 1)/2 of P, so (P − 1)/2 can be skipped on average (chapter 17)."""
+    check.count("world", world)
+    return (world + 1) / 2
+
+
+check.guard_module(globals())  # every public formula checks its arguments (DESIGN.md)
