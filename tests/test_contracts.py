@@ -30,7 +30,7 @@ NOT_FORMULAS = {
     "dist", "_launcher", "_validate", "exercises", "microbench", "nn", "toylm", "plotting",
     "widgets", "measure", "symbolic", "units", "collectives", "parallel", "parallel.counting",
     "schedules", "parallel.pipeline",  # a simulator and a stage runner: tests/test_schedules.py
-    "parallel.data", "parallel.tensor", "parallel.expert", "parallel.zero",
+    "parallel.data", "parallel.tensor", "parallel.expert", "parallel.zero", "parallel.sequence",
     # catalogs: they take names, and name the bad one (tests/test_hardware.py, test_models.py)
     "hardware", "models",
     # reads the book's own records (the corrections appendix)
