@@ -16,6 +16,8 @@ gradients reach the router, the experts and the inputs.
 
 from __future__ import annotations
 
+import time
+
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -98,12 +100,15 @@ def z_loss(logits, coef=1e-3):
 
 # ------------------------------------------------------------------ expert parallelism
 
-def ep_forward(x, weights, idx, w1_local, w2_local, experts, group=None, log=None):
+def ep_forward(x, weights, idx, w1_local, w2_local, experts, group=None, log=None,
+               sleep_per_token=0.0):
     """The layer's expert part on one rank of an EP group: dispatch, local experts, combine.
 
     ``x`` (T, H) are this rank's tokens, ``weights``/``idx`` (T, k) its routing, and
     ``w1_local``/``w2_local`` the E/P experts this rank holds. ``log``, a dict, receives the
-    splits and the bytes each all-to-all moved, for counting (chapter 18).
+    splits and the bytes each all-to-all moved, for counting. ``sleep_per_token`` adds that
+    many seconds per received token after the local experts: an emulated expert compute whose
+    duration is known exactly, for timing on a shared CPU (chapter 18).
     """
     from torch.distributed._functional_collectives import all_to_all_single_autograd
 
@@ -130,6 +135,8 @@ def ep_forward(x, weights, idx, w1_local, w2_local, experts, group=None, log=Non
         rows = (expert_of == e).nonzero(as_tuple=True)[0]
         if rows.numel():
             out = out.index_copy(0, rows, expert_ffn(got[rows], w1_local[e], w2_local[e]))
+    if sleep_per_token:
+        time.sleep(sleep_per_token * got.shape[0])
     # 4. combine: the reverse all-to-all, then weight and sum each token's k results
     back = all_to_all_single_autograd(out, in_splits, out_splits, group)
     y = torch.zeros_like(x).index_add(0, order // k, weights.reshape(-1)[order, None] * back)
