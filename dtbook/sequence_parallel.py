@@ -23,7 +23,7 @@ __all__ = [
     "attention_scores_bytes", "layer_activation_bytes", "ring_activation_bytes",
     "ulysses_scores_bytes", "norm_activation_bytes", "tp_allreduce_bytes", "megatron_sp_bytes",
     "ring_kv_step_bytes", "ring_kv_bytes", "ulysses_bytes", "ring_ulysses_ratio",
-    "hidden_fraction", "ring_time", "causal_blocks", "causal_steps_needed",
+    "hidden_fraction", "ring_time", "causal_blocks", "causal_steps_needed", "flash_ring_bytes",
 ]
 
 
@@ -174,6 +174,18 @@ def causal_steps_needed(world):
     (P + 1)/2 of P, so (P − 1)/2 can be skipped on average (chapter 17)."""
     check.count("world", world)
     return (world + 1) / 2
+
+
+def flash_ring_bytes(seq, head_dim, world, value_bytes=2):
+    """Attention state per head per rank when each ring step runs a flash (tiled) kernel:
+    Q, K, V and the output of the rank's S/P tokens, and K/V blocks for the step in hand and
+    the one arriving, 8·(S/P)·d·s bytes; the tile of scores, O(B_blk·d), is left out
+    (chapter 17). Against the materialised (S/P)²·s block it saves (S/P)/(8d)."""
+    check.positive("seq", seq)
+    check.positive("head_dim", head_dim)
+    check.count("world", world)
+    check.positive("value_bytes", value_bytes)
+    return 8 * seq / world * head_dim * value_bytes
 
 
 check.guard_module(globals())  # every public formula checks its arguments (DESIGN.md)
