@@ -1,0 +1,88 @@
+"""memory.device_memory (chapter 19) against independently obtained numbers."""
+
+import pytest
+import sympy as sp
+
+from dtbook import activations, memory, models, schedules
+
+CFG = models.get("llama2-7b")
+SHAPE = (CFG.num_params(), CFG.layers, CFG.hidden, CFG.heads, CFG.vocab)
+
+
+def test_one_device_is_model_states_plus_layers_plus_logits():
+    got = memory.device_memory(*SHAPE, batch=2, seq=1024, attention="eager", dropout=True)
+    sbh = 1024 * 2 * CFG.hidden
+    layer = sbh * (34 + 5 * CFG.heads * 1024 / CFG.hidden)        # Korthikanti, by hand
+    assert got.model_states == 16 * CFG.num_params()
+    assert got["activations"] == pytest.approx(CFG.layers * layer)
+    assert got["logits"] == 4 * 1024 * 2 * CFG.vocab
+    assert got.total == pytest.approx(sum(got.values()))
+    assert list(got) == list(memory.PARTS)
+
+
+def test_in_flight_is_the_simulators_and_the_1f1b_closed_form():
+    for pp, m in [(4, 8), (4, 2), (8, 3)]:
+        for stage in range(pp):
+            assert memory.activations_in_flight(pp, m, "1f1b", stage) == min(pp - stage, m)
+    assert memory.activations_in_flight(4, 6, "gpipe") == 6
+    p, m = sp.symbols("p m", positive=True, integer=True)
+    assert memory.activations_in_flight(p, m) == sp.Min(p, m)
+    sim = schedules.simulate("interleaved-1f1b", 4, 8, virtual_stages=2)
+    assert memory.activations_in_flight(4, 8, "interleaved-1f1b", 1, 2) == sim.peak_activations[1]
+
+
+def test_pipeline_first_stage_holds_pp_microbatches_of_its_layers():
+    one = memory.device_memory(*SHAPE, batch=1, seq=2048)
+    four = memory.device_memory(*SHAPE, batch=1, seq=2048, pp=4, microbatches=8)
+    last = memory.device_memory(*SHAPE, batch=1, seq=2048, pp=4, microbatches=8, stage=3)
+    assert four["activations"] == pytest.approx(one["activations"])        # 4 × L/4 layers
+    assert last["activations"] == pytest.approx(one["activations"] / 4)
+    assert four["logits"] == 0 and last["logits"] == one["logits"]
+    assert four["params"] == pytest.approx(one["params"] / 4)
+
+
+def test_recompute_matches_the_checkpoint_formula():
+    opts = dict(batch=1, seq=2048, attention="eager", dropout=True)
+    layer = activations.layer_activation_bytes(1, 2048, CFG.hidden, CFG.heads, **{
+        k: v for k, v in opts.items() if k in ("attention", "dropout")})
+    kept = 2 * 2048 * CFG.hidden
+    for k in (1, 4, 8):
+        got = memory.device_memory(*SHAPE, recompute=k, **opts)["activations"]
+        want = activations.checkpointed_activation_bytes(CFG.layers, layer, k, kept)
+        assert got == pytest.approx(want)
+    full = memory.device_memory(*SHAPE, recompute="full", **opts)["activations"]
+    assert full == pytest.approx(memory.device_memory(*SHAPE, recompute=1, **opts)["activations"])
+    sel = memory.device_memory(*SHAPE, recompute="selective", **opts)["activations"]
+    assert sel == pytest.approx(CFG.layers * 34 * 2048 * CFG.hidden)
+
+
+def test_context_parallel_splits_linear_terms_and_the_eager_square():
+    one = memory.device_memory(*SHAPE, batch=1, seq=8192, attention="eager", dropout=True)
+    cp = memory.device_memory(*SHAPE, batch=1, seq=8192, attention="eager", dropout=True, cp=4)
+    assert cp["activations"] == pytest.approx(one["activations"] / 4)
+    assert cp["logits"] == pytest.approx(one["logits"] / 4)
+
+
+def test_zero_buffers_and_fragmentation():
+    got = memory.device_memory(*SHAPE, batch=1, seq=2048, dp=8, zero_stage=2, accum_bytes=4,
+                               bucket_bytes=5e8, workspace_bytes=1e8, fragmentation=0.15)
+    assert got.model_states == pytest.approx(memory.zero_state_bytes(CFG.num_params(), 8, 2))
+    assert got["accum_buffer"] == pytest.approx(4 * CFG.num_params() / 8)
+    used = got.total - got["fragmentation"]
+    assert (got.total - used) / got.total == pytest.approx(0.15)
+    assert "total" in str(got)
+
+
+@pytest.mark.parametrize("kwargs,name", [
+    (dict(recompute="some"), "recompute"), (dict(recompute=0), "recompute"),
+    (dict(fragmentation=1.0), "fragmentation"), (dict(pp=2, stage=2), "stage"),
+    (dict(schedule="zigzag"), "schedule"), (dict(tp=0), "tp"), (dict(batch=-1), "batch")])
+def test_bad_arguments_are_named(kwargs, name):
+    args = dict(batch=1, seq=2048) | kwargs
+    with pytest.raises(ValueError, match=name):
+        memory.device_memory(*SHAPE, **args)
+
+
+def test_crossover():
+    assert memory.quadratic_crossover_seq(4096, 32, 11, 1) == 1408
+    assert memory.quadratic_crossover_seq(4096, 32) == pytest.approx(870.4)
