@@ -289,9 +289,11 @@ def ep_bytes_per_gpu(tokens, hidden, ep, experts_per_token=1, bytes_per_element=
 
 
 def tp_bytes_per_gpu(tokens, hidden, tp, experts_per_token=1, bytes_per_element=2):
-    """Per GPU and MoE layer, tensor parallelism inside each expert: one all-reduce of the
-    expert outputs forward and one of the input gradients backward, each of the kT tokens
-    the EP rank processes, 2·2(t − 1)/t·kTHs (chapter 18)."""
+    """Per GPU and MoE layer, tensor parallelism inside the experts: one all-reduce of the
+    expert outputs forward and one of the input gradients backward, 2·2(t − 1)/t·kTHs. Under
+    EP the outputs are reduced per token-expert assignment (k·T rows, before the combine);
+    TP alone can combine locally first and reduce T rows: pass ``experts_per_token=1``
+    (chapter 18)."""
     check.count("tp", tp)
     n = alltoall_bytes(tokens, hidden, experts_per_token, bytes_per_element)
     return 2 * 2 * (tp - 1) * n / tp
