@@ -14,6 +14,14 @@ from __future__ import annotations
 __all__ = ["ShardedAdamW"]
 
 
+def _collective(dist, name):
+    """torch 2.13 names the flat-tensor collectives ``*_single`` and deprecates the older
+    ``reduce_scatter_tensor``/``all_gather_into_tensor``; use whichever this torch has."""
+    new = getattr(dist, f"{name}_single", None)
+    old = "reduce_scatter_tensor" if name == "reduce_scatter" else "all_gather_into_tensor"
+    return new if new is not None else getattr(dist, old)
+
+
 class ShardedAdamW:
     """AdamW with its state sharded over the ranks of ``group`` (chapter 20).
 
@@ -54,11 +62,11 @@ class ShardedAdamW:
             for p in self.params:
                 p.grad = None
         shard_grad = torch.empty(self.shard)
-        dist.reduce_scatter_tensor(shard_grad, flat_grad, group=self.group)
+        _collective(dist, "reduce_scatter")(shard_grad, flat_grad, group=self.group)
         self.master.grad = shard_grad / self.world     # the mean over ranks, this shard only
         self.optimizer.step()
         flat = torch.empty(self.world * self.shard)
-        dist.all_gather_into_tensor(flat, self.master.detach(), group=self.group)
+        _collective(dist, "all_gather")(flat, self.master.detach(), group=self.group)
         offset = 0
         with torch.no_grad():
             for p in self.params:
