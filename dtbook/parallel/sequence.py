@@ -20,6 +20,8 @@ independent autograd branches may run in different orders on different ranks.
 
 from __future__ import annotations
 
+import copy
+
 import torch
 import torch.distributed as dist
 import torch.nn as nn
@@ -100,9 +102,7 @@ class SPBlock(nn.Module):
     def __init__(self, full, rank, world, group=None):
         super().__init__()
         self.group, self.head_dim = group, full.attn.head_dim
-        self.ln1, self.ln2 = (nn.LayerNorm(m.normalized_shape) for m in (full.ln1, full.ln2))
-        self.ln1.load_state_dict(full.ln1.state_dict())
-        self.ln2.load_state_dict(full.ln2.state_dict())
+        self.ln1, self.ln2 = copy.deepcopy(full.ln1), copy.deepcopy(full.ln2)  # whole, per token
         a, m = full.attn, full.mlp
         for name, lin in (("q", a.q), ("k", a.k), ("v", a.v), ("fc1", m.fc1)):  # column
             setattr(self, name + "_w", _rows(lin.weight, 0, rank, world))
