@@ -119,14 +119,14 @@ def _():
 @exercise(
     "18.8",
     prompt=("A router sends half its tokens to one of 8 experts and spreads the rest evenly. "
-            "What are the load's normalised entropy, its Gini coefficient and its max/min "
-            "ratio? Answer as a triple, and compare with the healthy ranges (> 0.9, < 0.3, "
-            "< 2)."),
+            "What are the load's normalised entropy, its Gini coefficient and its busiest "
+            "expert's load over the mean? Answer as a triple, and compare with the healthy "
+            "ranges (> 0.9, < 0.3, < 2)."),
     unit=("", "", ""),
-    hint="Entropy of the shares over ln 8; Gini Σᵢⱼ|lᵢ − lⱼ|/(2E·Σl); 0.5 against 1/14.",
+    hint="Entropy of the shares over ln 8; Gini Σᵢⱼ|lᵢ − lⱼ|/(2E·Σl); 0.5 against 1/8.",
 )
 def _():
-    return moe.normalized_entropy(SKEW), moe.gini(SKEW), moe.max_min_ratio(SKEW)
+    return moe.normalized_entropy(SKEW), moe.gini(SKEW), moe.max_mean_ratio(SKEW)
 
 
 @exercise(
