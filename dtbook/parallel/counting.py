@@ -107,8 +107,8 @@ class CommCounter:
                                    "input", "input_tensor")
                           and (arg == 0 or k.startswith("input"))), 0)
             # the *_single spellings are torch 2.13's new names for *_tensor: one name each
-            op = name.replace("_single", "_tensor") if name.endswith("r_single") else name
-            op = "all_gather_into_tensor" if op == "all_gather_single" else op
+            op = {"all_gather_single": "all_gather_into_tensor",
+                  "reduce_scatter_single": "reduce_scatter_tensor"}.get(name, name)
             self.calls.append(Call(op, n, "torch.distributed"))
             self._depth += 1
             try:
