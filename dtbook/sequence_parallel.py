@@ -56,8 +56,9 @@ def layer_activation_bytes(batch, seq, hidden, heads, value_bytes=2):
 
 def ring_activation_bytes(batch, seq, hidden, heads, world, value_bytes=2):
     """Peak attention memory per rank under ring attention with S/P tokens per rank:
-    (5b(S/P)H + b·n_h·(S/P)²)·s bytes, Q, K, V, the K/V block in flight and the output,
-    plus one block of scores; the quadratic term shrinks by P² (chapter 17)."""
+    (5b(S/P)H + b·n_h·(S/P)²)·s bytes: Q, K and V of the rank's tokens and the K/V block
+    arriving (5 × b(S/P)H), plus one block of scores; the quadratic term shrinks by P²
+    (chapter 17)."""
     _shape(batch, seq, hidden, value_bytes)
     check.positive("heads", heads)
     check.count("world", world)
