@@ -22,6 +22,11 @@ def _worker(rank, world_size):
             dist.send(torch.ones(3, dtype=torch.float64), 1)
         else:
             dist.recv(torch.empty(3, dtype=torch.float64), 0)
+        peer = 1 - rank                                  # a batched exchange through P2POp
+        ops = [dist.P2POp(dist.isend, torch.ones(2), peer),
+               dist.P2POp(dist.irecv, torch.empty(2), peer)]
+        for work in dist.batch_isend_irecv(ops):
+            work.wait()
     return c.counts(), c.bytes(), dist.all_reduce is before  # restored on exit
 
 
@@ -35,4 +40,5 @@ def test_counts_module_and_functional_collectives():
         p2p = counts.get("send", 0) + counts.get("recv", 0)
         assert p2p == 1 and nbytes.get("send", nbytes.get("recv")) == 24
         # torch's recv is built on irecv (and send on isend in some versions): one call each
-        assert counts.get("irecv", 0) == counts.get("isend", 0) == 0, counts
+        assert counts.get("irecv", 0) == counts.get("isend", 0) == 1, counts  # the P2POps
+        assert nbytes["isend"] == nbytes["irecv"] == 8

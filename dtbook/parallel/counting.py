@@ -123,12 +123,15 @@ class CommCounter:
         import torch.distributed as dist
         import torch.distributed.distributed_c10d as c10d
 
+        wrappers = {}  # one wrapper per function: dist.isend is c10d.isend, and P2POp checks it
         for module in (dist, c10d):
             for name, arg in _MODULE_OPS.items():
                 fn = getattr(module, name, None)
                 if fn is not None:
                     self._saved.append((module, name, fn))
-                    setattr(module, name, self._wrap(name, fn, arg))
+                    if id(fn) not in wrappers:
+                        wrappers[id(fn)] = self._wrap(name, fn, arg)
+                    setattr(module, name, wrappers[id(fn)])
         self._mode = _FunctionalCounter(self)
         self._mode.__enter__()
         return self
