@@ -27,7 +27,7 @@ def recompute_overhead(fraction, backward_ratio=2):
     """Extra compute of a step that recomputes ``fraction`` c of its forward pass, relative to
     the step without recomputation (chapter 21): c·F / (F + backward_ratio·F) = c/3 when
     backward costs twice the forward. Full recomputation (c = 1) costs a third more."""
-    check.fraction("fraction", fraction)
+    check.nonnegative("fraction", fraction)
     check.positive("backward_ratio", backward_ratio)
     return fraction / (1 + backward_ratio)
 
@@ -109,6 +109,9 @@ class LiveBytes:
 
     def __exit__(self, *exc):
         self._mode.__exit__(*exc)
+        # one last look: temporaries of the last op may have been freed since it returned
+        self._live = {c: kw for c, kw in self._live.items() if not kw[1].expired()}
+        self._steps.append(tuple(k for k, _ in self._live.values()))
         skip = self._params()
         self.trace = [sum(self._sizes[k] for k in keys if k not in skip) for keys in self._steps]
         self.peak = max(self.trace, default=0)
