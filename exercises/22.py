@@ -139,3 +139,16 @@ def _():
     t_t = offload.transfer_time(2 * GB, PCIE4)
     k = zero.prefetch_lookahead(t_t, 50 * ms)
     return t_t, k, (k + 1) * 2 * GB, offload.buffered_item_time(50 * ms, t_t, k + 1)
+
+
+@exercise(
+    "22.8",
+    prompt=("The 175B model of exercise 22.2 is split by 8-way tensor parallelism and its "
+            "shards are sharded again by ZeRO-3 over 8 data-parallel ranks (64 GPUs). How "
+            "many bytes of bf16 parameters does each GPU hold at rest?"),
+    unit="GB",
+    hint="Tensor parallelism divides the parameters by t, ZeRO-3 the rest by d.",
+    book_answer="5.5 GB",
+)
+def _():
+    return memory.zero_state_breakdown(175 * B / 8, 8, 3)["params"]
