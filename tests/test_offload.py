@@ -26,8 +26,8 @@ def simulate(items, t_c, t_t, buffers, links=1):
     return end_c[-1], end_c
 
 
-@pytest.mark.parametrize("items,t_c,t_t,k", itertools.product(
-    (1, 2, 7, 20), (1.0, 3.0, 5.0), (1.0, 2.5, 5.0, 8.0), (1, 2, 3, 5)))
+@pytest.mark.parametrize("items,t_c,t_t,k", list(itertools.product(
+    (1, 2, 7, 20), (1.0, 3.0, 5.0), (1.0, 2.5, 5.0, 8.0), (1, 2, 3, 5))))
 def test_buffered_time_equals_event_simulation(items, t_c, t_t, k):
     total, _ = simulate(items, t_c, t_t, k)
     assert np.isclose(offload.buffered_time(items, t_c, t_t, k), total)
