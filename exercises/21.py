@@ -61,7 +61,7 @@ def _():
                "1.34 + 4.29 = 5.63 GB per layer and 180 GB for 32 layers. Its own formula "
                "gives 0.67 + 2.15 = 2.82 GB: each printed term is exactly twice the formula's. "
                "The formula itself is also short of the complete count of chapter 06 "
-               "(Korthikanti et al.), sbh(34 + 5as/h) = 3.82 GB per layer, 122 GB for 32."),
+               "(Korthikanti et al.), sbh(34 + 5as/h) = 3.83 GB per layer, 122 GB for 32."),
 )
 def _():
     per_layer = activations.layer_activation_bytes(4, 2048, 4096, 32)
