@@ -208,6 +208,21 @@ def fmt_seconds(t: float, digits: int = 3) -> str:
 _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 
 
+def fmt_num(x: float, digits: int = 3) -> str:
+    """A plain number for prose, to ``digits`` significant digits: ``fmt_num(123.4, 2) ==
+    '120'``, ``fmt_num(0.01234, 2) == '0.012'``, ``fmt_num(12345, 3) == '12,300'``; outside
+    10⁻³ to 10⁶ it is :func:`fmt_sci`, never '1.2e+02'."""
+    x = float(x)
+    if x == 0 or not math.isfinite(x):
+        return f"{x:g}"
+    if not 1e-3 <= abs(x) < 1e6:
+        return fmt_sci(x, digits)
+    v = float(f"{x:.{digits}g}")
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(v))))
+    text = f"{v:,.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
 def fmt_sci(x: float, digits: int = 3) -> str:
     """Scientific notation for prose: ``fmt_sci(5.88e23) == '5.88×10²³'``."""
     mant, exp = f"{float(x):.{digits - 1}e}".split("e")

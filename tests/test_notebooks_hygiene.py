@@ -204,3 +204,14 @@ def test_measured_facts_are_glued_not_typed(path):
                     and not any(g in sentence.lower() for g in _GIVEN)):
                 typed.append(" ".join(sentence.split())[:160])
     assert not typed, f"typed figures in sentences about a measurement: {typed}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_glued_numbers_never_print_as_1e_plus(path):
+    # Python's g format writes 120 as 1.2e+02 at two digits; glued prose uses
+    # dtbook.units.fmt_num (plain digits, or 1.2×10⁸ outside 10⁻³..10⁶) instead.
+    for cell in _cells(path):
+        src = _source(cell)
+        if cell["cell_type"] == "code" and "glue(" in src:
+            bad = re.findall(r"\{[^{}]+?:,?\.\d+[ge]\}", src)
+            assert not bad, f"glue formats {bad}: use units.fmt_num or fmt_sci"

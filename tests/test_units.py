@@ -135,3 +135,15 @@ def test_gib_and_gb_never_equal(x):
 @pytest.mark.parametrize("name", list(u._TIME))
 def test_every_time_unit_parses(name):
     assert parse_quantity(f"2 {name}").value == 2 * u._TIME[name]
+
+
+def test_fmt_num_prints_plain_digits_or_powers_of_ten():
+    from dtbook.units import fmt_num
+    cases = {(123.4, 2): "120", (0.01234, 2): "0.012", (12345, 3): "12,300", (1.0, 2): "1",
+             (1.5, 2): "1.5", (5.88e23, 3): "5.88×10²³", (1.234e-4, 2): "1.2×10⁻⁴",
+             (-3.25, 3): "-3.25", (0, 2): "0"}
+    for (x, d), want in cases.items():
+        assert fmt_num(x, d) == want, (x, d)
+        assert "e+" not in fmt_num(x, d) and "e-" not in fmt_num(x, d)
+    for x in (0.00123, 7.77, 42.0, 999.4, 55555.0):   # same value as g formatting, to its digits
+        assert float(fmt_num(x, 3).replace(",", "")) == float(f"{x:.3g}")
