@@ -81,7 +81,8 @@ def count(name: str, value, minimum: int = 1):
 
 _TEXT_PARAMS = {"collective", "algorithm", "outer_algorithm", "kind", "device", "tier", "model",
                 "schedule", "mode", "dtype", "recompute", "name", "gpu", "method", "reduce",
-                "link", "level", "policy", "law", "which", "label", "unit"}
+                "link", "level", "policy", "law", "which", "label", "unit",
+                "placements"}
 
 
 def _allows(param, kind) -> bool:
