@@ -112,8 +112,9 @@ def async_checkpoint_time(nbytes, copy_bandwidth):
 
 def compressed_write_time(nbytes, ratio, compress_bandwidth, write_bandwidth):
     """Seconds to write n bytes compressed by ``ratio`` R ≥ 1 at ``compress_bandwidth``,
-    compression pipelined with the write: max(n/B_comp, n/(R·B_write)) (chapter 26). It beats
-    the plain n/B_write when B_write < B_comp/R."""
+    compression pipelined with the write: max(n/B_comp, n/(R·B_write)) (chapter 26). The
+    disk limits it below B_write = B_comp/R, the compressor above; it beats the plain write
+    n/B_write whenever B_write < B_comp."""
     check.nonnegative("nbytes", nbytes)
     check.positive("ratio", ratio)
     check.positive("compress_bandwidth", compress_bandwidth)
