@@ -445,6 +445,43 @@ _CATALOG: dict[str, TransformerConfig] = {c.name: c for c in (
     ),
 )}
 
+# Chapters 24 and 27: the GPT models of the Megatron-LM papers, as the tables give them
+# (layers, hidden size, heads; sequence 2048, vocabulary 51,200). The architecture otherwise is
+# GPT-2/3's (GELU MLP of width 4h, LayerNorm with bias, biases everywhere, learned positions,
+# tied head). 51,200 is GPT-2's 50,257-token vocabulary padded to a multiple of 1,024, what
+# Megatron-LM does with 8-way tensor parallelism (--make-vocab-size-divisible-by 128 x TP).
+_MEGATRON_2021 = ("Narayanan et al. 2021, 'Efficient Large-Scale Language Model Training on GPU "
+                  "Clusters Using Megatron-LM', arXiv:2104.04473, Table 1 (vocabulary 51,200, "
+                  "sequence 2048)")
+_KORTHIKANTI_2022 = ("Korthikanti et al. 2022, 'Reducing Activation Recomputation in Large "
+                     "Transformer Models', arXiv:2205.05198, Table 3 (vocabulary 51,200, sequence 2048)")
+
+
+def _megatron(name, hidden, layers, heads, source):
+    return TransformerConfig(
+        name=name, hidden=hidden, layers=layers, heads=heads, kv_heads=heads,
+        ffn_hidden=4 * hidden, vocab=51200, max_seq=2048, mlp="gelu", norm="layernorm",
+        norm_bias=True, attn_bias=True, mlp_bias=True, tied_embeddings=True,
+        positions="learned", source=source + "; GPT-2/3 block assumed (see dtbook.models)")
+
+
+for _cfg in (
+    _megatron("megatron-18b", 6144, 40, 48, _MEGATRON_2021 + ": '18.4' billion"),
+    _megatron("megatron-22b", 6144, 48, 64, _KORTHIKANTI_2022 + ": '22B'"),
+    _megatron("megatron-39b", 8192, 48, 64, _MEGATRON_2021 + ": '39.1' billion"),
+    _megatron("megatron-76b", 10240, 60, 80, _MEGATRON_2021 + ": '76.1' billion"),
+    _megatron("megatron-146b", 12288, 80, 96, _MEGATRON_2021 + ": '145.6' billion"),
+    _megatron("megatron-310b", 16384, 96, 128, _MEGATRON_2021 + ": '310.1' billion"),
+    _megatron("mt-nlg-530b", 20480, 105, 128,
+              "Smith et al. 2022, 'Using DeepSpeed and Megatron to Train Megatron-Turing NLG "
+              "530B', arXiv:2201.11990, Sec. 3 (105 layers, hidden 20480, 128 heads, sequence "
+              "2048, GPT-2 tokenizer); " + _MEGATRON_2021 + ": '529.6' billion"),
+    _megatron("megatron-1t", 25600, 128, 160, _MEGATRON_2021 + ": '1008.0' billion; "
+              + _KORTHIKANTI_2022 + ": '1T'"),
+):
+    _CATALOG[_cfg.name] = _cfg
+del _cfg
+
 
 def _key(name: str) -> str:
     return name.strip().lower().replace("_", "-")

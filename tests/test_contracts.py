@@ -31,8 +31,9 @@ NOT_FORMULAS = {
     "widgets", "measure", "symbolic", "units", "collectives", "parallel", "parallel.counting",
     "schedules", "parallel.pipeline",  # a simulator and a stage runner: tests/test_schedules.py
     "parallel.data", "parallel.tensor", "parallel.expert", "parallel.zero", "parallel.sequence",
+    "parallel.overlap",  # chapter 31: hooks and a timeline recorder, tests/test_overlap.py
     # catalogs: they take names, and name the bad one (tests/test_hardware.py, test_models.py)
-    "hardware", "models",
+    "hardware", "models", "runs",
     # reads the book's own records (the corrections appendix)
     "edition",
 }

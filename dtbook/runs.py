@@ -1,0 +1,240 @@
+"""Published training runs: layouts and the throughput their authors reported, with sources.
+
+Each :class:`PublishedRun` is one row of a paper's table: the model (a :mod:`dtbook.models`
+name), the GPU (a :mod:`dtbook.hardware` name), the layout (tp, pp, dp, cp, ep, vpp,
+micro-batch, global batch, sequence, recompute, sequence parallelism, ZeRO stage, dtype) and
+the figure the source prints, as printed: TFLOP/s per GPU, MFU, step time, whichever the
+table gives. Nothing here is fitted or corrected.
+
+Sources count FLOPs differently, so a printed TFLOP/s is only comparable once its convention
+is known. ``convention`` names it:
+
+* ``"megatron-hfu"``: Narayanan et al. 2021, Sec. 5.1 / Appendix: ``96 B s l h^2 (1 + s/(6h)
+  + V/(16 l h))`` per step, i.e. forward + backward + one full recomputed forward, attention
+  counted as full (not causal), against the A100's 312 TFLOP/s;
+* ``"megatron-mfu"``: Korthikanti et al. 2022, Sec. 6: ``72 B s l h^2 (1 + s/(6h) +
+  V/(12 l h))`` per step (no recompute), attention full, peak 312 TFLOP/s;
+* ``"llama3"``: Dubey et al. 2024 print TFLOP/s per GPU and BF16 MFU against 989 TFLOP/s
+  without the formula; read here as model FLOPs without recompute (MFU's definition).
+
+:func:`tokens_per_second` turns a row's printed figure back into what was measured, tokens
+per second for the whole job, using the source's own formula; that is the quantity the
+planner (chapter 27) predicts, and it needs no agreement on FLOP conventions. Fields a table
+does not print (often micro-batch and interleaving) hold the value the paper's text states or,
+failing that, the default named in ``note``. (Chapters 24 and 27.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import hardware, models
+from .units import TFLOP
+
+__all__ = ["PublishedRun", "get", "names", "runs", "tokens_per_second", "source_flops_per_step"]
+
+_CONVENTIONS = ("megatron-hfu", "megatron-mfu", "llama3")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PublishedRun:
+    """One published training configuration and its reported throughput (chapters 24, 27).
+
+    ``tflops_per_gpu`` (TFLOP/s, as printed), ``mfu`` (a fraction) and ``step_time`` (s) are
+    ``None`` where the source does not print them; ``convention`` says how the source counts
+    FLOPs (see the module notes), ``peak`` the per-GPU peak FLOP/s it divides by.
+    """
+
+    name: str
+    model: str
+    gpu: str
+    gpus: int
+    tp: int
+    pp: int
+    dp: int
+    cp: int = 1
+    ep: int = 1
+    vpp: int = 1
+    micro_batch: int = 1
+    global_batch: int
+    seq: int
+    recompute: str = "none"
+    sequence_parallel: bool = False
+    zero: int = 0
+    dtype: str = "bf16"
+    tflops_per_gpu: float | None = None
+    mfu: float | None = None
+    step_time: float | None = None
+    convention: str
+    peak: float
+    source: str
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        models.get(self.model)
+        hardware.get(self.gpu)
+        if self.tp * self.pp * self.dp * self.cp != self.gpus:
+            raise ValueError(f"{self.name}: tp*pp*dp*cp = {self.tp * self.pp * self.dp * self.cp} "
+                             f"!= gpus = {self.gpus}")
+        if self.recompute not in ("none", "selective", "full"):
+            raise ValueError(f"{self.name}: recompute must be none/selective/full")
+        if self.convention not in _CONVENTIONS:
+            raise ValueError(f"{self.name}: convention must be one of {_CONVENTIONS}")
+        if self.tflops_per_gpu is None and self.mfu is None and self.step_time is None:
+            raise ValueError(f"{self.name}: a run needs at least one reported figure")
+
+
+_A100 = 312 * TFLOP
+_H100 = 989 * TFLOP          # what Llama 3's MFU divides by (430 TFLOP/s = 43%)
+
+_N21 = ("Narayanan et al. 2021, 'Efficient Large-Scale Language Model Training on GPU Clusters "
+        "Using Megatron-LM', arXiv:2104.04473")
+_K22 = ("Korthikanti et al. 2022, 'Reducing Activation Recomputation in Large Transformer "
+        "Models', arXiv:2205.05198")
+_S22 = ("Smith et al. 2022, 'Using DeepSpeed and Megatron to Train Megatron-Turing NLG 530B, "
+        "A Large-Scale Generative Language Model', arXiv:2201.11990")
+_L24 = "Llama Team (Dubey et al.) 2024, 'The Llama 3 Herd of Models', arXiv:2407.21783"
+
+_N21_NOTE = ("Full activation recomputation (the paper's setting for these runs), 1F1B schedule "
+             "and micro-batch 1 assumed where the table gives none; DGX A100 80GB nodes.")
+
+
+def _n21_weak(model, gpus, tp, pp, batch, tflops):
+    return PublishedRun(
+        name=f"megatron-weak-{model.split('-')[-1]}", model=model, gpu="a100-80gb", gpus=gpus,
+        tp=tp, pp=pp, dp=gpus // (tp * pp), global_batch=batch, seq=2048, recompute="full",
+        dtype="fp16", tflops_per_gpu=tflops, convention="megatron-hfu", peak=_A100,
+        source=_N21 + ", Table 1 (weak scaling)", note=_N21_NOTE)
+
+
+_RUNS: dict[str, PublishedRun] = {r.name: r for r in (
+    # GPT-3 175B and MT-NLG 530B with PTD-P, the paper's comparison with ZeRO-3:
+    # model-parallel size 96 (TP 8 x PP 12) and 280 (TP 8 x PP 35), micro-batch 1.
+    PublishedRun(
+        name="megatron-gpt3-175b", model="gpt3-175b", gpu="a100-80gb", gpus=1536, tp=8, pp=12,
+        dp=16, global_batch=1536, seq=2048, recompute="full", dtype="fp16",
+        tflops_per_gpu=141, convention="megatron-hfu", peak=_A100,
+        source=_N21 + ", Table 2 (PTD-P rows: 174.6B, model-parallel size 96, batch 1536, "
+               "micro-batch 1, 1536 GPUs: 141 teraFLOP/s per GPU)",
+        note=("Model-parallel size 96 read as TP 8 x PP 12 (8-way TP inside a DGX A100, the "
+              "paper's rule). The catalog's gpt3-175b has vocabulary 50,257 where Megatron pads "
+              "to 51,200: 0.04% of the FLOPs. " + _N21_NOTE)),
+    PublishedRun(
+        name="megatron-gpt3-175b-384", model="gpt3-175b", gpu="a100-80gb", gpus=384, tp=8, pp=12,
+        dp=4, global_batch=1536, seq=2048, recompute="full", dtype="fp16",
+        tflops_per_gpu=153, convention="megatron-hfu", peak=_A100,
+        source=_N21 + ", Table 2 (PTD-P, 174.6B, 384 GPUs: 153 teraFLOP/s per GPU)",
+        note="See megatron-gpt3-175b. " + _N21_NOTE),
+    PublishedRun(
+        name="megatron-530b-2240", model="mt-nlg-530b", gpu="a100-80gb", gpus=2240, tp=8, pp=35,
+        dp=8, global_batch=2240, seq=2048, recompute="full", dtype="fp16",
+        tflops_per_gpu=159, convention="megatron-hfu", peak=_A100,
+        source=_N21 + ", Table 2 (PTD-P, 529.6B, model-parallel size 280, batch 2240, "
+               "2240 GPUs: 159 teraFLOP/s per GPU)",
+        note=_N21_NOTE),
+    # MT-NLG 530B as trained (DeepSpeed + Megatron), Smith et al. Table 1.
+    PublishedRun(
+        name="mtnlg-530b", model="mt-nlg-530b", gpu="a100-80gb", gpus=2240, tp=8, pp=35, dp=8,
+        global_batch=1920, seq=2048, recompute="full", dtype="bf16",
+        tflops_per_gpu=126, step_time=60.1, convention="megatron-hfu", peak=_A100,
+        source=_S22 + ", Sec. 3.3 and Table 1 (280 DGX A100 nodes: iteration 60.1 s, 126 "
+               "teraFLOP/s per GPU; batch 1920, sequence 2048)",
+        note=("8-way TP and 35-way PP as the paper states; full activation checkpointing; "
+              "micro-batch 1 assumed. TFLOP/s counted with Narayanan et al.'s formula "
+              "(60.1 s reproduces 126).")),
+    PublishedRun(
+        name="mtnlg-530b-3360", model="mt-nlg-530b", gpu="a100-80gb", gpus=3360, tp=8, pp=35,
+        dp=12, global_batch=1920, seq=2048, recompute="full", dtype="bf16",
+        tflops_per_gpu=113, step_time=44.4, convention="megatron-hfu", peak=_A100,
+        source=_S22 + ", Table 1 (420 nodes: iteration 44.4 s, 113 teraFLOP/s per GPU)",
+        note="See mtnlg-530b."),
+    # Weak scaling, Narayanan et al. Table 1 (a selection of its rows).
+    _n21_weak("megatron-18b", 256, 8, 1, 1024, 135),
+    _n21_weak("megatron-39b", 512, 8, 2, 1536, 138),
+    _n21_weak("megatron-76b", 1024, 8, 4, 1792, 140),
+    _n21_weak("megatron-146b", 1536, 8, 8, 2304, 148),
+    _n21_weak("megatron-310b", 1920, 8, 16, 2160, 155),
+    _n21_weak("mt-nlg-530b", 2520, 8, 35, 2520, 163),
+    _n21_weak("megatron-1t", 3072, 8, 64, 3072, 163),
+    # Selective recompute + sequence parallelism, data-parallel size 1, Korthikanti et al.
+    *(PublishedRun(
+        name=f"korthikanti-{tag}", model=model, gpu="a100-80gb", gpus=tp * pp, tp=tp, pp=pp,
+        dp=1, micro_batch=mb, global_batch=batch, seq=2048, recompute="selective",
+        sequence_parallel=True, dtype="bf16", mfu=mfu, step_time=step,
+        convention="megatron-mfu", peak=_A100,
+        source=_K22 + ", Tables 3 and 5 (sequence parallelism + selective recompute; "
+               "Megatron-LM README prints the same MFU)",
+        note="Data-parallel size 1 (benchmark runs); 1F1B schedule.")
+      for tag, model, tp, pp, mb, batch, mfu, step in (
+          ("22b", "megatron-22b", 8, 1, 4, 4, 0.415, 1.10),
+          ("175b", "gpt3-175b", 8, 8, 1, 64, 0.514, 13.75),
+          ("530b", "mt-nlg-530b", 8, 35, 1, 280, 0.560, 37.83),
+          ("1t", "megatron-1t", 8, 64, 1, 512, 0.563, 71.49))),
+    # Llama 3 405B, Table 4: TFLOP/s per GPU and BF16 MFU on H100, 16M tokens per batch.
+    *(PublishedRun(
+        name=f"llama3-405b-{tag}", model="llama3-405b", gpu="h100-sxm", gpus=gpus, tp=8, cp=cp,
+        pp=16, dp=dp, global_batch=dp * per_dp, seq=seq, recompute="none",
+        sequence_parallel=True, zero=1, dtype="bf16", tflops_per_gpu=tflops, mfu=mfu,
+        convention="llama3", peak=_H100,
+        source=_L24 + ", Table 4 (GPUs, TP, CP, PP, DP, sequence, batch per DP group, "
+               "tokens per batch, TFLOP/s per GPU, BF16 MFU)",
+        note=("Sec. 3.3.2: FSDP (weights, optimizer state and gradients sharded over DP, "
+              "weights not resharded after forward) read as ZeRO-1-like traffic; interleaved "
+              "pipeline schedule with micro-batch 1 assumed (vpp not printed); recompute not "
+              "stated, none assumed."))
+      for tag, gpus, cp, dp, seq, per_dp, tflops, mfu in (
+          ("8k", 8192, 1, 64, 8192, 32, 430, 0.43),
+          ("16k", 16384, 1, 128, 8192, 16, 400, 0.41),
+          ("16k-128k", 16384, 16, 8, 131072, 16, 380, 0.38))),
+)}
+
+
+def names() -> list[str]:
+    """The catalog's run names, in catalog order."""
+    return list(_RUNS)
+
+
+def runs() -> list[PublishedRun]:
+    """Every run in the catalog."""
+    return list(_RUNS.values())
+
+
+def get(name: str) -> PublishedRun:
+    """The run called ``name``; ``ValueError`` listing the names for an unknown one."""
+    key = name.strip().lower() if isinstance(name, str) else name
+    if key not in _RUNS:
+        raise ValueError(f"unknown run {name!r}; known runs: {', '.join(names())}")
+    return _RUNS[key]
+
+
+def source_flops_per_step(run: PublishedRun) -> float:
+    """FLOPs of one step as the run's source counts them (its ``convention``).
+
+    Megatron formulas use the model's hidden size ``h``, layers ``l``, vocabulary ``V``,
+    batch ``B`` and sequence ``s``; the Llama 3 row counts model FLOPs: 6 per parameter per
+    token (embedding excluded) plus causal attention, :func:`dtbook.flops` style.
+    (Chapter 27.)
+    """
+    cfg = models.get(run.model)
+    B, s, l, h, V = run.global_batch, run.seq, cfg.layers, cfg.hidden, cfg.vocab
+    if run.convention == "megatron-hfu":
+        return 96 * B * s * l * h**2 * (1 + s / (6 * h) + V / (16 * l * h))
+    if run.convention == "megatron-mfu":
+        return 72 * B * s * l * h**2 * (1 + s / (6 * h) + V / (12 * l * h))
+    # llama3: model FLOPs, no recompute, causal attention (half the s x s score matrix)
+    dense = 6 * (cfg.num_params() - cfg.num_embedding_params()) * B * s
+    attention = 3 * 2 * 2 * cfg.heads * cfg.head_dim * s * s / 2 * l * B
+    return dense + attention
+
+
+def tokens_per_second(run: PublishedRun) -> float:
+    """Tokens per second of the whole job, recovered from what the source printed.
+
+    From the step time when printed; else from TFLOP/s per GPU (or MFU x peak) divided by the
+    source's own FLOPs per token (:func:`source_flops_per_step`). (Chapter 27.)
+    """
+    tokens = run.global_batch * run.seq
+    if run.step_time is not None:
+        return tokens / run.step_time
+    rate = run.tflops_per_gpu * TFLOP if run.tflops_per_gpu is not None else run.mfu * run.peak
+    return rate * run.gpus / source_flops_per_step(run) * tokens

@@ -1,0 +1,50 @@
+"""dtbook.runs: the published-runs catalog is self-consistent where a source prints two figures."""
+
+import dataclasses
+
+import pytest
+
+from dtbook import hardware, models, runs
+from dtbook.units import TFLOP
+
+
+def test_required_rows_and_lookup():
+    assert {"megatron-gpt3-175b", "mtnlg-530b"} <= set(runs.names())
+    assert runs.get("MTNLG-530B") is runs.get("mtnlg-530b")
+    with pytest.raises(ValueError, match="megatron-gpt3-175b"):
+        runs.get("no-such-run")
+
+
+@pytest.mark.parametrize("name", runs.names())
+def test_rows_are_valid(name):
+    r = runs.get(name)
+    models.get(r.model), hardware.get(r.gpu)
+    assert r.tp * r.pp * r.dp * r.cp == r.gpus
+    assert r.global_batch % r.dp == 0 and r.source
+    assert runs.tokens_per_second(r) > 0
+
+
+@pytest.mark.parametrize("name", [n for n in runs.names()
+                                  if runs.get(n).step_time and (runs.get(n).tflops_per_gpu or runs.get(n).mfu)])
+def test_two_printed_figures_agree_through_the_source_formula(name):
+    # The step time and the TFLOP/s (or MFU) a table prints are two readings of one run: the
+    # source's own FLOP formula must turn one into the other (to the printed rounding).
+    r = runs.get(name)
+    from_time = runs.tokens_per_second(r)
+    from_rate = runs.tokens_per_second(dataclasses.replace(r, step_time=None))
+    assert from_rate == pytest.approx(from_time, rel=0.01)
+
+
+def test_llama3_mfu_is_tflops_over_peak():
+    for r in runs.runs():
+        if r.convention == "llama3":
+            assert r.tflops_per_gpu * TFLOP / r.peak == pytest.approx(r.mfu, abs=0.006)
+            assert r.global_batch * r.seq == pytest.approx(16 * 2**20, rel=0.01)  # "16M" tokens
+
+
+def test_bad_rows_are_refused():
+    r = runs.get("mtnlg-530b")
+    with pytest.raises(ValueError, match="gpus"):
+        dataclasses.replace(r, dp=9)
+    with pytest.raises(ValueError, match="recompute"):
+        dataclasses.replace(r, recompute="some")
