@@ -30,7 +30,7 @@ NOT_FORMULAS = {
     "dist", "_launcher", "_validate", "exercises", "microbench", "nn", "toylm", "plotting",
     "widgets", "measure", "symbolic", "units", "collectives", "parallel", "parallel.counting",
     "schedules", "parallel.pipeline",  # a simulator and a stage runner: tests/test_schedules.py
-    "parallel.data", "parallel.tensor", "parallel.expert", "parallel.zero", "parallel.sequence",
+    "parallel.data", "parallel.compress", "parallel.tensor", "parallel.expert", "parallel.zero", "parallel.sequence",
     "parallel.overlap",  # chapter 31: hooks and a timeline recorder, tests/test_overlap.py
     # catalogs: they take names, and name the bad one (tests/test_hardware.py, test_models.py)
     "hardware", "models", "runs",
@@ -53,6 +53,7 @@ def _baselines():
     cfg = models.get("llama3-8b")
     x = np.array([1e6, 1e7, 1e8, 1e9, 1e10])
     return {
+        "compression.eckart_young_error": dict(singular_values=np.array([3.0, 2.0, 1.0]), rank=1),
         "batchsize.estimate_grad_sq": dict(grad_sq_small=2.0, grad_sq_big=1.5, batch_small=8,
                                            batch_big=64),
         "batchsize.estimate_trace_cov": dict(grad_sq_small=2.0, grad_sq_big=1.5, batch_small=8,

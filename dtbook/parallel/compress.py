@@ -1,0 +1,101 @@
+"""Gradient compressors by hand, for the demos of chapter 28.
+
+Each is a few lines a reader can check against the algebra of chapter 28:
+
+* :func:`qsgd`: stochastic rounding of |g_i|/‖g‖ to s levels, unbiased;
+* :func:`topk` and :func:`randk`: keep k entries (the largest, or k at random, rescaled by
+  d/k so the estimate stays unbiased), returned as (indices, values);
+* :class:`ErrorFeedback`: remember what a compressor dropped and add it back next step;
+* :func:`powersgd_step`: one power iteration G ≈ P Qᵀ, as in PowerSGD;
+* :func:`sparse_allreduce`: the sum over ranks of a sparse (index, value) message, by an
+  all-gather of the indices and of the values, then a scatter-add into a dense vector.
+
+Everything works on flat 1-D tensors (a matrix for PowerSGD) and on one process, except
+:func:`sparse_allreduce`, which runs inside a torch.distributed worker.
+"""
+
+from __future__ import annotations
+
+__all__ = ["qsgd", "topk", "randk", "densify", "ErrorFeedback", "powersgd_step",
+           "sparse_allreduce"]
+
+
+def qsgd(g, s, generator=None):
+    """QSGD with s levels (chapter 28): ‖g‖·sign(g_i)·ξ_i, ξ_i rounded at random to one of
+    the two levels ℓ/s, (ℓ+1)/s around |g_i|/‖g‖, up with probability s|g_i|/‖g‖ − ℓ."""
+    import torch
+
+    norm = g.norm()
+    if norm == 0:
+        return torch.zeros_like(g)
+    scaled = s * g.abs() / norm                 # in [0, s]
+    low = scaled.floor()
+    up = torch.rand(g.shape, generator=generator, dtype=g.dtype) < (scaled - low)
+    return norm * g.sign() * (low + up.to(g.dtype)) / s
+
+
+def topk(g, k):
+    """The k entries of largest magnitude (chapter 28): (int64 indices, values)."""
+    idx = g.abs().topk(k, sorted=False).indices
+    return idx, g[idx]
+
+
+def randk(g, k, generator=None):
+    """k entries drawn without replacement, scaled by d/k so that E[densify] = g (chapter 28)."""
+    import torch
+
+    idx = torch.randperm(g.numel(), generator=generator)[:k]
+    return idx, g[idx] * (g.numel() / k)
+
+
+def densify(idx, values, numel):
+    """The dense vector a sparse (indices, values) message stands for; repeated indices add."""
+    import torch
+
+    out = torch.zeros(numel, dtype=values.dtype)
+    return out.index_add_(0, idx.long(), values)
+
+
+class ErrorFeedback:
+    """Error feedback (chapter 28): compress e + g instead of g, and keep what was dropped,
+    e ← e + g − D(C(e + g)). ``compress(v)`` returns (indices, values); ``numel`` is d."""
+
+    def __init__(self, numel, compress):
+        import torch
+
+        self.error = torch.zeros(numel)
+        self.compress = compress
+
+    def __call__(self, g):
+        acc = self.error + g
+        idx, values = self.compress(acc)
+        self.error = acc - densify(idx, values.to(acc.dtype), acc.numel())
+        return idx, values
+
+
+def powersgd_step(G, Q):
+    """One power iteration of rank r = Q.shape[1] (chapter 28): P = G Q, orthonormalise P,
+    Q = Gᵀ P; returns (P, Q) with G ≈ P Qᵀ. Feeding Q back in (warm start) refines it."""
+    import torch
+
+    P = G @ Q
+    P, _ = torch.linalg.qr(P)
+    return P, G.T @ P
+
+
+def sparse_allreduce(idx, values, numel, group=None, index_dtype=None):
+    """Sum a sparse message over the ranks (chapter 28). Every rank all-gathers every rank's
+    k indices and k values (k equal on all ranks), then adds them into a dense vector of
+    ``numel`` entries; returns that dense sum in float32, on every rank. Indices
+    travel as ``index_dtype`` (default int32: enough for 2³¹ entries)."""
+    import torch
+    import torch.distributed as dist
+
+    world = dist.get_world_size(group)
+    idx = idx.to(index_dtype or torch.int32).contiguous()
+    values = values.contiguous()
+    all_idx = torch.empty(world * idx.numel(), dtype=idx.dtype)
+    all_val = torch.empty(world * values.numel(), dtype=values.dtype)
+    dist.all_gather_into_tensor(all_idx, idx, group=group)
+    dist.all_gather_into_tensor(all_val, values, group=group)
+    return densify(all_idx, all_val.float(), numel)
