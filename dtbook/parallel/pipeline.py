@@ -29,7 +29,7 @@ _GRAD_TAG = 1 << 20  # tags for gradients: microbatch + this; activations: the m
 
 
 def run_schedule(module, actions, rank, world, act_shape, *, inputs=None, targets=None,
-                 loss_fn=None, microbatches, delay=None, clock=time.perf_counter):
+                 loss_fn=None, microbatches, delay=None, clock=time.perf_counter, peers=None):
     """Run rank ``rank``'s ``actions`` (one stage per rank: GPipe, 1F1B) and return a dict:
     ``loss`` (the sum over microbatches of loss/m, on the last rank, else None),
     ``timeline`` (kind, microbatch, start, end per action on ``clock``, from the moment its
@@ -38,8 +38,11 @@ def run_schedule(module, actions, rank, world, act_shape, *, inputs=None, target
 
     ``inputs``/``targets`` are the microbatches on the first/last rank; ``act_shape`` the
     shape of the tensor crossing every stage boundary. ``delay=(t_F, t_B)`` adds a sleep to
-    each forward and backward, to emulate a stage's compute time.
+    each forward and backward, to emulate a stage's compute time. ``peers=(prev, next)``:
+    the global ranks of the neighbouring stages when ``rank``/``world`` are the stage index
+    and count inside a larger mesh (chapter 24); default ``(rank − 1, rank + 1)``.
     """
+    prev, nxt = peers if peers is not None else (rank - 1, rank + 1)
     held, peak, pending, timeline = {}, 0, [], []
     total = torch.zeros(())
     first, last = rank == 0, rank == world - 1
@@ -50,7 +53,7 @@ def run_schedule(module, actions, rank, world, act_shape, *, inputs=None, target
                 x = inputs[i]
             else:
                 x = torch.empty(act_shape)
-                dist.recv(x, rank - 1, tag=i)
+                dist.recv(x, prev, tag=i)
                 x.requires_grad_(True)
             start = clock()  # the timeline shows work, not the wait for the input
             y = module(x)
@@ -60,7 +63,7 @@ def run_schedule(module, actions, rank, world, act_shape, *, inputs=None, target
                 y = loss_fn(y, targets[i]) / microbatches
                 total += y.detach()
             else:
-                pending.append(dist.isend(y.detach(), rank + 1, tag=i))
+                pending.append(dist.isend(y.detach(), nxt, tag=i))
             held[i] = (x, y)
             peak = max(peak, len(held))
         elif a.kind == "B":
@@ -70,13 +73,13 @@ def run_schedule(module, actions, rank, world, act_shape, *, inputs=None, target
                 y.backward()
             else:
                 g = torch.empty(act_shape)
-                dist.recv(g, rank + 1, tag=_GRAD_TAG + i)
+                dist.recv(g, nxt, tag=_GRAD_TAG + i)
                 start = clock()
                 y.backward(g)
             if delay:
                 time.sleep(delay[1])
             if not first:
-                pending.append(dist.isend(x.grad, rank - 1, tag=_GRAD_TAG + i))
+                pending.append(dist.isend(x.grad, prev, tag=_GRAD_TAG + i))
         else:
             raise ValueError(f"the runner executes F and B actions, got {a}")
         timeline.append((a.kind, i, start, clock()))
