@@ -1,0 +1,175 @@
+"""Gradient all-reduce that overlaps the backward pass, by hand (chapter 31).
+
+Data parallelism (chapter 14) all-reduces the gradients after ``loss.backward()``. They need
+not wait: the last layer's gradients exist long before the first layer's. Here each
+parameter gets a ``register_post_accumulate_grad_hook``; when every parameter of a bucket
+(chapter 14's :func:`dtbook.parallel.data.bucket_plan`) has its gradient, the bucket is
+flattened and sent with ``all_reduce(async_op=True)``, and the backward pass goes on while
+gloo's thread moves the bytes. :meth:`BucketedAllReduce.finish` waits for what is still in
+flight and writes the averages back. With ``overlap=False`` the same buckets are all-reduced
+one after another in ``finish``, after the backward pass: the serial baseline.
+
+:class:`Timeline` records, per rank, when each layer computed and when each bucket was
+ready, sent and done (``time.perf_counter``); :class:`EmulatedCompute` wraps a layer so that
+its backward sleeps a fixed time before the layer's gradients are formed. The chapter uses
+the sleep because two cores shared by several processes do not run real matrix products and
+gloo's thread side by side reproducibly; a sleep holds no core, as a GPU kernel holds no
+CPU core, so the communication thread runs beside it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+
+import torch
+import torch.distributed as dist
+
+from .data import bucket_plan
+
+__all__ = ["Timeline", "EmulatedCompute", "BucketedAllReduce"]
+
+
+class Timeline:
+    """Spans (kind, label, start, end) in seconds of ``time.perf_counter`` on one rank
+    (chapter 31). Safe to add to from gloo's completion thread."""
+
+    def __init__(self):
+        self.spans: list[tuple[str, str, float, float]] = []
+        self._lock = threading.Lock()
+
+    def add(self, kind: str, label: str, start: float, end: float) -> None:
+        with self._lock:
+            self.spans.append((kind, label, float(start), float(end)))
+
+    @contextmanager
+    def span(self, kind: str, label: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.add(kind, label, t0, time.perf_counter())
+
+    def clear(self) -> None:
+        with self._lock:
+            self.spans.clear()
+
+    def shifted(self, origin: float) -> list[tuple[str, str, float, float]]:
+        """The spans with times measured from ``origin``, sorted by start."""
+        return sorted((k, lab, s - origin, e - origin) for k, lab, s, e in self.spans)
+
+    def total(self, kind: str) -> float:
+        """Summed duration of the spans of one kind."""
+        return sum(e - s for k, _, s, e in self.spans if k == kind)
+
+
+class _SleepInBackward(torch.autograd.Function):
+    """Identity forward; the backward sleeps ``seconds`` (the emulated compute) first."""
+
+    @staticmethod
+    def forward(ctx, x, seconds, label, timeline):
+        ctx.seconds, ctx.label, ctx.timeline = seconds, label, timeline
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        t0 = time.perf_counter()
+        time.sleep(ctx.seconds)
+        if ctx.timeline is not None:
+            ctx.timeline.add("compute", ctx.label, t0, time.perf_counter())
+        return grad, None, None, None
+
+
+class EmulatedCompute(torch.nn.Module):
+    """``layer`` whose backward costs ``t_backward`` seconds more, spent sleeping before the
+    layer's own gradients are formed (chapter 31)."""
+
+    def __init__(self, layer: torch.nn.Module, t_backward: float, label: str = "layer",
+                 timeline: Timeline | None = None):
+        super().__init__()
+        self.layer, self.t_backward, self.label, self.timeline = layer, t_backward, label, timeline
+
+    def forward(self, x):
+        return _SleepInBackward.apply(self.layer(x), self.t_backward, self.label, self.timeline)
+
+
+class BucketedAllReduce:
+    """Average gradients over the ranks in buckets of about ``cap`` bytes (chapter 31).
+
+    ``overlap=True``: a bucket's all-reduce starts, asynchronously, from the hook of the last
+    of its parameters to receive a gradient. ``overlap=False``: every bucket is all-reduced in
+    :meth:`finish`, after the backward pass. Call :meth:`finish` after each ``backward()``.
+    """
+
+    def __init__(self, parameters, cap, world_size, overlap=True, timeline=None, group=None):
+        self.params = [p for p in parameters if p.requires_grad]
+        self.plan = bucket_plan([p.numel() * p.element_size() for p in self.params], cap)
+        self.bucket_of = {i: b for b, idx in enumerate(self.plan) for i in idx}
+        self.world_size, self.overlap, self.group = world_size, overlap, group
+        self.timeline = timeline if timeline is not None else Timeline()
+        self._missing = [len(idx) for idx in self.plan]
+        self._inflight = []
+        self._hooks = []
+        if overlap:
+            for i, p in enumerate(self.params):
+                self._hooks.append(p.register_post_accumulate_grad_hook(
+                    lambda p, i=i: self._ready(i)))
+
+    def bucket_bytes(self) -> list[int]:
+        """Bytes of each bucket, in the order they are sent."""
+        return [sum(self.params[i].numel() * self.params[i].element_size() for i in idx)
+                for idx in self.plan]
+
+    def _ready(self, i):
+        b = self.bucket_of[i]
+        self._missing[b] -= 1
+        if self._missing[b] == 0:
+            self._launch(b, async_op=True)
+
+    def _launch(self, b, async_op):
+        grads = [self.params[i].grad for i in self.plan[b]]
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        t0 = time.perf_counter()
+        self.timeline.add("ready", f"bucket {b}", t0, t0)
+        if async_op:
+            work = dist.all_reduce(flat, async_op=True, group=self.group)
+            self.timeline.add("launch", f"bucket {b}", t0, time.perf_counter())
+            # gloo completes the future on its own thread: that moment is when the bytes arrived
+            done = work.get_future().then(
+                lambda _f, b=b, t0=t0: self.timeline.add("comm", f"bucket {b}", t0,
+                                                         time.perf_counter()))
+            self._inflight.append((b, flat, done))
+        else:
+            dist.all_reduce(flat, group=self.group)
+            self.timeline.add("comm", f"bucket {b}", t0, time.perf_counter())
+            self._write_back(b, flat)
+
+    def _write_back(self, b, flat):
+        flat /= self.world_size
+        offset = 0
+        for i in self.plan[b]:
+            g = self.params[i].grad
+            g.copy_(flat[offset:offset + g.numel()].view_as(g))
+            offset += g.numel()
+
+    def finish(self) -> None:
+        """Wait for every bucket (or, without overlap, send them all now) and write back the
+        averaged gradients."""
+        if not self.overlap:
+            for b in range(len(self.plan)):
+                self._launch(b, async_op=False)
+        for b, flat, done in self._inflight:
+            done.wait()  # the all-reduce and the callback that records its end
+            self._write_back(b, flat)
+        if any(m != 0 for m in self._missing) and self.overlap:
+            raise RuntimeError(f"buckets never completed (parameters without gradients?): "
+                               f"{[b for b, m in enumerate(self._missing) if m]}")
+        self._inflight.clear()
+        self._missing = [len(idx) for idx in self.plan]
+
+    def remove(self) -> None:
+        """Detach the hooks."""
+        for h in self._hooks:
+            h.remove()
+        self._hooks.clear()
