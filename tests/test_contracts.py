@@ -32,6 +32,7 @@ NOT_FORMULAS = {
     "schedules", "parallel.pipeline",  # a simulator and a stage runner: tests/test_schedules.py
     "parallel.data", "parallel.compress", "parallel.tensor", "parallel.expert", "parallel.zero", "parallel.sequence",
     "parallel.overlap",  # chapter 31: hooks and a timeline recorder, tests/test_overlap.py
+    "parallel.four_d",  # chapter 25: a (dp, cp, tp) block on gloo, tests/test_four_d.py
     # catalogs: they take names, and name the bad one (tests/test_hardware.py, test_models.py)
     "hardware", "models", "runs",
     # reads the book's own records (the corrections appendix)
@@ -76,6 +77,9 @@ def _baselines():
         "mesh.axis_in_node": dict(dims=(4, 8), axis=1, gpus_per_node=8),
         "mesh.axis_link": dict(dims=(4, 8), axis=1, gpus_per_node=8, alpha_in=1e-6, beta_in=4.5e11,
                                alpha_out=2e-6, beta_out=5e10),
+        "axes.min_capacity_factor": dict(fractions=[0.3, 0.05, 0.25, 0.1, 0.05, 0.1, 0.1, 0.05]),
+        "axes.dropped_tokens": dict(fractions=[0.3, 0.05, 0.25, 0.1, 0.05, 0.1, 0.1, 0.05],
+                                    tokens=1000),
         "cost.price": dict(device="h100-sxm"),
         "datapipe.pipeline_throughput": dict(_args=(1e3, 2e3, 5e2)),
         "estimate.combined_factor": dict(_args=(2.0, 3.0)),
