@@ -37,6 +37,8 @@ NOT_FORMULAS = {
     "hardware", "models", "runs",
     # reads the book's own records (the corrections appendix)
     "edition",
+    # runs searches over a candidate list (tests/test_search_strategies.py)
+    "search_strategies",
 }
 # Functions of formula modules that are not formulas: they run a loader or write files.
 NOT_FORMULA_FUNCTIONS = {"datapipe.make_tokens", "datapipe.write_shards", "datapipe.run_loader",
@@ -66,6 +68,9 @@ def _baselines():
         "batchsize.noise_from_per_example": dict(grads=np.random.default_rng(0).normal(size=(16, 5))),
         "comm.fit_alpha_beta": dict(sizes=np.array([1e3, 1e4, 1e5, 1e6, 1e7]),
                                     times=1e-5 + np.array([1e3, 1e4, 1e5, 1e6, 1e7]) / 5e9),
+        "calibration.fit_scale_factors": dict(compute=np.array([1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2]),
+                                              comm=np.array([5e-3, 1e-3, 4e-3, 2e-4, 3e-3]),
+                                              measured=np.array([9e-3, 6e-3, 1.3e-2, 1.7e-2, 3.6e-2])),
         "comm.algorithms": dict(collective="allreduce"),
         "comm.traffic": dict(collective="allreduce", n=1e9, p=8),
         "comm.bus_factor": dict(collective="allreduce", p=8),
