@@ -31,7 +31,8 @@ from typing import Mapping
 from .units import GB, TB, TFLOP, PFLOP, us
 
 __all__ = ["Accelerator", "Link", "get", "names", "accelerators", "links",
-           "Tier", "Node", "node", "nodes", "ladder", "BusBandwidth", "published_busbw"]
+           "Tier", "Node", "node", "nodes", "ladder", "BusBandwidth", "published_busbw",
+           "MatmulCeiling", "matmul_ceiling"]
 
 
 @dataclass(frozen=True)
@@ -178,6 +179,21 @@ _LINKS = {link.name: link for link in (
                 "port per direction = 50 GB/s per direction (one NIC per GPU in DGX H100)"),
         alpha_source=_ALPHA_BOOK + ": IB 1-2 µs within a rack, 3-5 µs across racks",
         note="One 400 Gb/s NIC per GPU; full duplex.",
+    ),
+    Link(
+        name="nvlink3", alpha=1 * us, beta=300 * GB,
+        source=("NVIDIA A100 datasheet ('NVLink: 600GB/s', both directions) and Ampere "
+                "whitepaper (12 third-generation NVLink links per GPU, 25 GB/s per direction "
+                "each): 300 GB/s per direction per GPU"),
+        alpha_source=_ALPHA_BOOK + ": NVLink ~1 µs",
+        note="A100 SXM through NVSwitch (DGX A100); 600 GB/s is the bidirectional sum.",
+    ),
+    Link(
+        name="ib-hdr200", alpha=2 * us, beta=25 * GB,
+        source=("InfiniBand HDR, NVIDIA ConnectX-6 product brief: 200 Gb/s per port per "
+                "direction = 25 GB/s per direction (one NIC per GPU in DGX A100)"),
+        alpha_source=_ALPHA_BOOK + ": IB 1-2 µs within a rack, 3-5 µs across racks",
+        note="One 200 Gb/s NIC per GPU (DGX A100, Selene); full duplex.",
     ),
     Link(
         name="pcie5-x16", alpha=1 * us, beta=16 * 32e9 * (128 / 130) / 8,
@@ -360,6 +376,10 @@ _DGX_H100 = ("NVIDIA DGX H100 datasheet and user guide: 8x H100 SXM5 (640 GB HBM
              "third-generation NVSwitch (900 GB/s NVLink per GPU, both directions), 8x "
              "single-port ConnectX-7 at 400 Gb/s (InfiniBand/Ethernet) for the compute fabric, "
              "2x Intel Xeon Platinum 8480C (112 cores), 2 TB system memory")
+_DGX_A100 = ("NVIDIA DGX A100 datasheet and user guide: 8x A100 SXM4 80GB, 6x NVSwitch (600 GB/s "
+             "NVLink per GPU, both directions), 8x single-port ConnectX-6 at 200 Gb/s HDR "
+             "InfiniBand for the compute fabric, 2x AMD EPYC 7742 with 8 channels of DDR4-3200 "
+             "each, 2 TB system memory")
 _SPR_MEMORY = ("Intel Xeon Platinum 8480+ product specifications (ark.intel.com; the 8480C of a "
                "DGX is the same Sapphire Rapids part): 8 channels of DDR5-4800 per socket, "
                "8 x 4800 MT/s x 8 B = 307.2 GB/s per socket, 614.4 GB/s for two sockets (peak)")
@@ -377,6 +397,17 @@ _NODES = {nd.name: nd for nd in (
                  "host_memory_bandwidth": _SPR_MEMORY},
         note=("The book's reference node (also the layout of DGX H200 and of Meta's Grand "
               "Teton): NVSwitch inside the node is non-blocking, one 400 Gb/s NIC per GPU."),
+    ),
+    Node(
+        name="dgx-a100", gpus=8, accelerator="a100-80gb", scale_up="nvlink3",
+        scale_out="ib-hdr200", nics=8, host_link="pcie5-x16",
+        host_memory=2 * TB, host_memory_bandwidth=2 * 8 * 3200e6 * 8,
+        source=_DGX_A100,
+        sources={"gpus": _DGX_A100, "nics": _DGX_A100, "host_memory": _DGX_A100,
+                 "host_memory_bandwidth": _DGX_A100},
+        note=("Chapters 24 and 27: the node of Selene, where the Megatron-LM and MT-NLG runs "
+              "of dtbook.runs were measured. Its host link is PCIe 4.0 (half the catalog's "
+              "PCIe 5 figure); the planner does not use it."),
     ),
 )}
 
@@ -439,3 +470,45 @@ def ladder(node_name: str = "dgx-h100") -> list[Tier]:
         _link_tier("Ethernet 100G", get("ethernet-100g"), "per port, per direction",
                    note="a commodity network, for comparison"),
     ]
+
+
+# ---------------------------------------------------------------------- matmul ceilings
+# Chapter 27: what a large, well-shaped BF16 matmul reaches in practice, the ceiling the
+# planner's compute model scales from (dtbook.plan.gemm), with the SM count that sets wave
+# quantization. Measured by others, not by us.
+
+@dataclass(frozen=True)
+class MatmulCeiling:
+    """Maximum achievable BF16 matmul FLOP/s (``flops``) on ``accelerator``, the shape that
+    reached it (M, N, K), the streaming multiprocessors (``sms``) and the sources."""
+
+    accelerator: str
+    flops: float
+    best_shape: tuple
+    sms: int
+    source: str
+
+
+_MAMF = ("S. Bekman, 'Machine Learning Engineering', compute/accelerator/README.md, 'Maximum "
+         "Achievable Matmul FLOPS comparison table' (github.com/stas00/ml-engineering; "
+         "measured with its mamf-finder.py, BF16, CUDA 12.1)")
+_CEILINGS = {c.accelerator: c for c in (
+    MatmulCeiling("a100-80gb", 267.9 * TFLOP, (6912, 16384, 2048), 108,
+                  _MAMF + ": A100 SXM 267.9 TFLOP/s of 312 (85.9%); 108 SMs from the NVIDIA "
+                  "A100 Tensor Core GPU Architecture whitepaper"),
+    MatmulCeiling("h100-sxm", 792.1 * TFLOP, (6144, 17920, 2816), 132,
+                  _MAMF + ": H100 SXM 792.1 TFLOP/s of 989 (80.1%); 132 SMs from the Hopper "
+                  "whitepaper"),
+    MatmulCeiling("h200", 792.1 * TFLOP, (6144, 17920, 2816), 132,
+                  "the H100 SXM figure: the same GH100 GPU and clocks (" + _MAMF + ")"),
+)}
+
+
+def matmul_ceiling(accelerator: str) -> MatmulCeiling:
+    """The measured matmul ceiling of ``accelerator`` (chapter 27). ``ValueError`` naming
+    the accelerators that have one, for one that has none."""
+    key = accelerator.strip().lower().replace("_", "-") if isinstance(accelerator, str) else accelerator
+    if key not in _CEILINGS:
+        raise ValueError(f"no measured matmul ceiling for gpu {accelerator!r}; "
+                         f"available: {', '.join(_CEILINGS)}")
+    return _CEILINGS[key]

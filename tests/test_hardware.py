@@ -11,7 +11,8 @@ from dtbook.units import GB, TB, TFLOP, PFLOP, GiB
 
 def test_listings():
     assert hardware.accelerators() == ["a100-80gb", "h100-sxm", "h200", "b200"]
-    assert hardware.links() == ["nvlink4", "nvlink5", "ib-ndr400", "pcie5-x16", "ethernet-100g"]
+    assert hardware.links() == ["nvlink4", "nvlink5", "ib-ndr400", "nvlink3", "ib-hdr200",
+                                "pcie5-x16", "ethernet-100g"]
     assert hardware.names() == hardware.accelerators() + hardware.links()
     for name in hardware.accelerators():
         assert isinstance(hardware.get(name), Accelerator)
@@ -112,6 +113,8 @@ def test_link_figures_per_direction():
     assert hardware.get("nvlink5").beta == 900e9  # "1.8 TB/s" is both directions
     assert hardware.get("ib-ndr400").beta == 400e9 / 8  # 400 Gb/s each way
     assert hardware.get("ethernet-100g").beta == 100e9 / 8
+    assert hardware.get("nvlink3").beta_bidirectional == 600e9  # A100: "600 GB/s"
+    assert hardware.get("ib-hdr200").beta == 200e9 / 8  # HDR 200 Gb/s each way
     assert hardware.get("pcie5-x16").beta == pytest.approx(63.0e9, rel=1e-3)  # after 128b/130b
     # NVLink4 per direction against IB per direction: 9x (the book's "18x" mixes conventions).
     assert hardware.get("nvlink4").beta / hardware.get("ib-ndr400").beta == 9

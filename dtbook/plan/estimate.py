@@ -1,0 +1,353 @@
+"""The step-time and memory model of one training configuration (chapter 27; the 3D terms
+are chapter 24's).
+
+One optimizer step of ``global_batch`` sequences is ``m = global_batch / (dp * micro_batch)``
+micro-batches through a pipeline of ``pp`` stages. For one micro-batch, one pipeline stage
+(the busiest: ``ceil(layers / pp)`` layers, plus the logits on the last) spends:
+
+* **compute**: every matmul at its per-GPU shape (after TP, ``micro_batch * seq / cp``
+  tokens) timed by :func:`dtbook.plan.gemm.matmul_time`; causal attention does half the
+  ``s x s`` products; backward is twice forward;
+* **recompute**: ``"full"`` one more forward of the layers, ``"selective"`` one more forward
+  of the attention core (Korthikanti et al. 2022);
+* **elementwise**: norms, activations, residuals are memory-bound: every activation byte
+  :mod:`dtbook.activations` says a layer keeps is written once in forward and read once in
+  backward, at the HBM bandwidth;
+* **TP**: 4 ring all-reduces of the ``tokens x hidden`` activation per layer (2 forward, 2
+  backward; with sequence parallelism an all-gather and a reduce-scatter each, the same time),
+  2 more with full recompute, on NVLink while the TP group fits in a node. *Not overlapped*:
+  Megatron-LM runs them on the compute stream by default;
+* **CP**: a ring pass of K and V (``cp - 1`` steps forward, twice that backward), overlapped
+  with the attention core it feeds; only the excess is exposed;
+* **EP**: 4 all-to-alls of the routed tokens per MoE layer (dispatch and combine, forward and
+  backward), exposed;
+* **PP**: a send forward and one backward per micro-batch and model chunk, exposed.
+
+The pipeline runs ``m`` micro-batches in ``(m + (pp - 1) / vpp)`` micro-batch times: the
+(interleaved) 1F1B bubble ``(pp - 1) / (vpp m + pp - 1)`` of :mod:`dtbook.pipeline_parallel`.
+After it:
+
+* **DP**: the gradients of the stage's parameters are reduced over the ``dp * cp`` replicas
+  (an all-reduce, or with ZeRO >= 1 a reduce-scatter and later an all-gather: the same ring
+  time), on the scale-out network. Overlap rule: the reduction runs during the backward of
+  the last micro-batch, bucket by bucket, so what is exposed is the larger of (DP time minus
+  that backward) and the last bucket (one layer's share);
+* **ZeRO-3**: the parameters are all-gathered before each micro-batch's forward and
+  backward, prefetched under compute: only the excess over a micro-batch's compute is exposed;
+* **optimizer**: Adam reads and writes its FP32 state, memory-bound (30 bytes per local
+  parameter).
+
+Memory per GPU: model state from :func:`dtbook.memory.zero_state_bytes` (2 + 2 + 4 + 8 bytes
+per parameter, sharded by ZeRO over ``dp * cp``), activations per layer from
+:func:`dtbook.activations.activation_breakdown` (flash attention, no dropout) times the
+micro-batches in flight of :func:`dtbook.memory.activations_in_flight`, and the FP32 logits on
+the last stage; the larger of the first and last stage. An estimate ``fits`` when that is at
+most the accelerator's HBM.
+
+Assumptions stated once: BF16 values on the wire, FP32 master weights and Adam moments, every
+collective a ring (:mod:`dtbook.comm`, ``links="switched"``), TP innermost then CP, EP, PP,
+DP across nodes, one NIC per GPU. No constant is fitted to any published run.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import activations as act
+from .. import comm, flops, hardware, memory, models
+from .gemm import matmul_time
+
+__all__ = ["Estimate", "estimate", "evaluate", "in_flight", "RECOMPUTE", "resolve_model", "links_for"]
+
+RECOMPUTE = ("none", "selective", "full")
+COLUMNS = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "zero", "recompute",
+           "sequence_parallel")
+_SCALE_OUT = {"a100-80gb": ("nvlink3", "ib-hdr200"), "h100-sxm": ("nvlink4", "ib-ndr400"),
+              "h200": ("nvlink4", "ib-ndr400"), "b200": ("nvlink5", "ib-ndr400")}
+_VALUE = 2          # BF16 activations, gradients and parameters on the wire
+_ADAM_BYTES = 30    # per local parameter: read+write FP32 master, m, v; read grad; write param
+
+
+def resolve_model(model) -> models.TransformerConfig:
+    """A catalog name or a :class:`dtbook.models.TransformerConfig` (chapter 27)."""
+    if isinstance(model, models.TransformerConfig):
+        return model
+    if isinstance(model, str):
+        return models.get(model)
+    raise ValueError(f"model must be a catalog name or a TransformerConfig, got {model!r}")
+
+
+def links_for(gpu: str):
+    """(scale-up link, scale-out link) of the node that holds ``gpu`` (chapter 27)."""
+    hardware.get(gpu)
+    for name in hardware.nodes():
+        nd = hardware.node(name)
+        if nd.accelerator == gpu:
+            return hardware.get(nd.scale_up), hardware.get(nd.scale_out)
+    if gpu not in _SCALE_OUT:
+        raise ValueError(f"gpu {gpu!r} has no node links in dtbook.hardware")
+    up, out = _SCALE_OUT[gpu]
+    return hardware.get(up), hardware.get(out)
+
+
+def in_flight(pp, m, vpp, stage):
+    """Model chunks whose activations pipeline rank ``stage`` holds at its peak (chapter 27):
+    1F1B ``min(pp - stage, m)``; interleaved 1F1B (Megatron's warm-up of ``2 (pp - stage - 1)
+    + (vpp - 1) pp`` chunks, plus the one in flight) ``min(vpp m, 2 (pp - stage - 1) + (vpp -
+    1) pp + 1)``. Arrays broadcast. The tests check it against
+    :func:`dtbook.memory.activations_in_flight`, which runs :func:`dtbook.schedules.simulate`."""
+    pp, m, vpp, stage = (np.asarray(x, dtype=float) for x in (pp, m, vpp, stage))
+    plain = np.minimum(pp - stage, m)
+    inter = np.minimum(vpp * m, 2 * (pp - stage - 1) + (vpp - 1) * pp + 1)
+    return np.where(pp == 1, 1.0, np.where(vpp > 1, inter, plain))
+
+
+def _stage_layers(layers, pp):
+    """Layers on the busiest stage and on the last stage. Even split, or Llama 3's: the first
+    and last stage hold one layer fewer (layers + 2 divisible by pp)."""
+    busiest = np.ceil(layers / pp)
+    even = (layers % pp) == 0
+    last = np.where(even | (pp == 1), busiest, busiest - 1)
+    return busiest, last
+
+
+def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols):
+    """The model of the module notes over NumPy arrays of configurations: ``cols`` maps each
+    of ``COLUMNS`` to an array (recompute as 0/1/2, sequence_parallel as 0/1). Returns a dict
+    of arrays: the breakdown terms (seconds, bytes), ``step_time``, ``memory_per_gpu``,
+    ``model_flops``. Inputs are assumed valid (see :func:`dtbook.plan.search.configurations`
+    and :func:`estimate`). (Chapter 27.)"""
+    tp, pp, dp, cp, ep, vpp, mb, zero, rc, sp = (np.asarray(cols[c], dtype=float) for c in COLUMNS)
+    acc = hardware.get(gpu)
+    up, out = links_for(gpu)
+    h, L, heads, kv, hd = cfg.hidden, cfg.layers, cfg.heads, cfg.kv_heads, cfg.head_dim
+    gated = cfg.mlp == "swiglu"
+    mult = 2 if gated else 1
+    m = global_batch / (dp * mb)                # micro-batches per step
+    T = mb * seq / cp                           # tokens per micro-batch on one GPU
+    mm = functools.partial(matmul_time, gpu=gpu)
+
+    # ---- forward compute of one layer, per micro-batch, on one GPU
+    t_qkv = mm(T, (heads + 2 * kv) * hd / tp, h)
+    t_out = mm(T, h, heads * hd / tp)
+    # causal attention: QK^T and AV over s/cp queries and s keys, half of it unmasked
+    t_core = 0.5 * (mm(seq / cp, seq, hd, count=mb * heads / tp) + mm(seq / cp, hd, seq, count=mb * heads / tp))
+    t_dense_mlp = mm(T, mult * cfg.ffn_hidden / tp, h) + mm(T, h, cfg.ffn_hidden / tp)
+    if cfg.is_moe:
+        eff, k, E = cfg.moe_ffn_hidden, cfg.experts_per_token, cfg.experts
+        te = T * k * ep / E                      # tokens per local expert
+        t_moe_mlp = (mm(te, mult * eff / tp, h, count=E / ep) + mm(te, h, eff / tp, count=E / ep)
+                     + mm(T, E, h))
+        if cfg.shared_experts:
+            t_moe_mlp = t_moe_mlp + mm(T, mult * eff * cfg.shared_experts / tp, h) + mm(
+                T, h, eff * cfg.shared_experts / tp)
+        n_moe = L - cfg.dense_layers
+    else:
+        t_moe_mlp, n_moe = 0.0, 0
+    t_mlp = ((L - n_moe) * t_dense_mlp + n_moe * t_moe_mlp) / L   # mean over the layers
+    t_layer_fwd = t_qkv + t_out + t_core + t_mlp
+    t_logits_fwd = mm(T, cfg.vocab / tp, h)
+
+    busiest, last = _stage_layers(L, pp)
+    # the slower of the busiest stage and the last one (which also runs the logits)
+    stage_fwd = np.maximum(busiest * t_layer_fwd, last * t_layer_fwd + t_logits_fwd)
+    stage_layers = np.where(busiest * t_layer_fwd >= last * t_layer_fwd + t_logits_fwd, busiest, last)
+    compute = 3 * stage_fwd
+    recompute = np.where(rc == 2, stage_layers * t_layer_fwd, np.where(rc == 1, stage_layers * t_core, 0.0))
+
+    # ---- memory-bound elementwise work: activation bytes written in forward, read in backward
+    layer_act = {}
+    for flag in (0, 1):
+        for r in (0, 1):
+            terms = act.activation_breakdown(mb, seq / cp, h, heads, cfg.ffn_hidden, dropout=False,
+                                             attention="flash", tp=tp, sequence_parallel=bool(flag),
+                                             recompute="selective" if r else "none")
+            layer_act[flag, r] = sum(terms.values())
+    act_layer = np.where(sp == 1, layer_act[1, 0], layer_act[0, 0])
+    elementwise = 2 * stage_layers * act_layer / acc.hbm_bandwidth
+
+    # ---- tensor parallel: 4 (6 with full recompute) ring all-reduces of T x h per layer
+    tp_link_in = tp <= gpus_per_node
+    n_tp = T * h * _VALUE
+    t_ar = np.where(tp_link_in, comm.allreduce_time(n_tp, tp, up.alpha, up.beta),
+                    comm.allreduce_time(n_tp, tp, out.alpha, out.beta))
+    tp_comm = np.where(tp > 1, stage_layers * np.where(rc == 2, 6, 4) * t_ar, 0.0)
+
+    # ---- context parallel: ring K/V, overlapped with the attention core
+    kv_bytes = 2 * T * kv * hd / np.minimum(tp, kv) * _VALUE
+    cp_in = tp * cp <= gpus_per_node
+    step = np.where(cp_in, up.alpha + kv_bytes / up.beta, out.alpha + kv_bytes / out.beta)
+    t_cp_layer = 3 * (cp - 1) * step               # forward once, backward twice
+    cp_comm = stage_layers * np.maximum(0.0, t_cp_layer - 3 * t_core)
+
+    # ---- expert parallel: 4 all-to-alls of the routed tokens per MoE layer
+    if cfg.is_moe:
+        n_a2a = T * cfg.experts_per_token * h * _VALUE
+        ep_in = tp * ep <= gpus_per_node
+        t_a2a = np.where(ep_in, comm.alltoall_time(n_a2a, np.maximum(ep, 2), up.alpha, up.beta),
+                         comm.alltoall_time(n_a2a, np.maximum(ep, 2), out.alpha, out.beta))
+        ep_comm = np.where(ep > 1, stage_layers * n_moe / L * 4 * t_a2a, 0.0)
+    else:
+        ep_comm = np.zeros_like(tp)
+
+    # ---- pipeline sends: forward and backward per micro-batch and model chunk
+    n_p2p = T * h * _VALUE / np.where(sp == 1, tp, 1)
+    pp_in = tp * cp * ep * pp <= gpus_per_node
+    t_p2p = np.where(pp_in, up.alpha + n_p2p / up.beta, out.alpha + n_p2p / out.beta)
+    pp_comm = np.where(pp > 1, 2 * vpp * t_p2p, 0.0)
+
+    per_mb = compute + recompute + elementwise + tp_comm + cp_comm + ep_comm + pp_comm
+    pipeline = (m + (pp - 1) / vpp) * per_mb
+    bubble = (pp - 1) / vpp * per_mb
+
+    # ---- parameters on one GPU (embedding and head on the end stages: counted in the mean)
+    total = cfg.num_params()
+    expert = 0
+    if cfg.is_moe:
+        expert = n_moe * cfg.experts * cfg.mlp_params(cfg.moe_ffn_hidden)
+    psi_gpu = (total - expert) / (tp * pp) + expert / (tp * pp * ep)
+    replicas = dp * cp
+
+    # ---- data parallel gradient reduction, overlapped with the last micro-batch's backward
+    n_dp = psi_gpu * _VALUE
+    t_dp = np.where(replicas > 1, comm.allreduce_time(n_dp, np.maximum(replicas, 2), out.alpha, out.beta), 0.0)
+    backward_last = 2 * stage_fwd + recompute
+    dp_exposed = np.where(replicas > 1, np.maximum(t_dp - backward_last, t_dp / stage_layers), 0.0)
+
+    # ---- ZeRO-3: parameter all-gathers before each forward and backward, prefetched
+    t_ag = np.where(replicas > 1, comm.allgather_time(n_dp, np.maximum(replicas, 2), out.alpha, out.beta), 0.0)
+    zero3 = np.where(zero == 3, m * np.maximum(0.0, 2 * t_ag - (compute + recompute)), 0.0)
+
+    local = psi_gpu / np.where(zero >= 1, replicas, 1)
+    optimizer = _ADAM_BYTES * local / acc.hbm_bandwidth
+    step_time = pipeline + dp_exposed + zero3 + optimizer
+
+    # ---- memory per GPU: the first stage (most in flight) and the last (logits)
+    state = np.zeros(np.broadcast(psi_gpu, replicas, zero).shape)
+    for stage in (0, 1, 2, 3):
+        state = np.where(zero == stage, memory.zero_state_bytes(psi_gpu, replicas, stage), state)
+    act_kept = np.where(rc == 1, np.where(sp == 1, layer_act[1, 1], layer_act[0, 1]), act_layer)
+    layer_input = T * h * _VALUE / np.where(sp == 1, tp, 1)
+    chunk = busiest / vpp
+    first = in_flight(pp, m, vpp, 0)
+    lastf = in_flight(pp, m, vpp, pp - 1)
+
+    def stage_acts(in_flight, layers_per_chunk):
+        kept = np.where(rc == 2, in_flight * layers_per_chunk * layer_input + act_layer,
+                        in_flight * layers_per_chunk * act_kept)
+        return kept
+
+    logits = 4 * T * cfg.vocab / tp
+    mem_first = state + stage_acts(first, chunk) + np.where(pp == 1, logits, 0.0)
+    mem_last = state + stage_acts(lastf, np.where(pp == 1, chunk, last / vpp)) + logits
+    mem = np.maximum(mem_first, mem_last)
+
+    # ---- model FLOPs of the step: matmuls with causal attention, no recompute
+    f = flops.transformer_matmul_flops(cfg, global_batch, seq)
+    model_flops = 3 * (f["linear_forward"] + f["attention_forward"] / 2)
+
+    return dict(compute=m * compute, recompute=m * recompute, elementwise=m * elementwise,
+                tp_comm=m * tp_comm, cp_comm=m * cp_comm, ep_comm=m * ep_comm,
+                pp_comm=m * pp_comm, bubble=bubble, dp_comm=dp_exposed, zero3_comm=zero3,
+                optimizer=optimizer, step_time=step_time, memory_per_gpu=mem,
+                memory_state=state, memory_activations=mem - state,
+                model_flops=np.broadcast_to(model_flops, np.shape(step_time)))
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The planner's estimate of one configuration (chapter 27).
+
+    ``step_time`` (s), ``tokens_per_second`` (whole job), ``tflops_per_gpu`` (model FLOP/s
+    per GPU in TFLOP/s: causal attention counted, recompute not), ``mfu`` (against the dense
+    peak of ``dtype``), ``memory_per_gpu`` (bytes), ``fits``, ``breakdown`` (seconds per step
+    of each term, and the memory parts in bytes) and ``config`` (the arguments of
+    :func:`estimate`)."""
+
+    step_time: float
+    tokens_per_second: float
+    tflops_per_gpu: float
+    mfu: float
+    memory_per_gpu: float
+    fits: bool
+    breakdown: dict = field(repr=False)
+    config: dict
+
+
+def _check(cfg, gpus, gpu, tp, pp, dp, cp, ep, vpp, micro_batch, global_batch, seq, zero,
+           recompute, dtype, gpus_per_node):
+    for name, value in (("gpus", gpus), ("tp", tp), ("pp", pp), ("dp", dp), ("cp", cp),
+                        ("ep", ep), ("vpp", vpp), ("micro_batch", micro_batch),
+                        ("global_batch", global_batch), ("seq", seq),
+                        ("gpus_per_node", gpus_per_node)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+    if tp * pp * dp * cp != gpus:
+        raise ValueError(f"gpus: tp*pp*dp*cp = {tp * pp * dp * cp} must equal gpus = {gpus}")
+    if (dp * cp) % ep:
+        raise ValueError(f"ep ({ep}) must divide dp*cp ({dp * cp}): experts are spread over replicas")
+    if zero not in (0, 1, 2, 3):
+        raise ValueError(f"zero must be 0, 1, 2 or 3, got {zero!r}")
+    if recompute not in RECOMPUTE:
+        raise ValueError(f"recompute must be one of {RECOMPUTE}, got {recompute!r}")
+    acc = hardware.get(gpu)
+    if not isinstance(acc, hardware.Accelerator):
+        raise ValueError(f"gpu must name an accelerator, got {gpu!r}")
+    acc.peak(dtype)
+    if cfg.layers % (pp * vpp) and (cfg.layers + 2) % (pp * vpp):
+        raise ValueError(f"pp: layers ({cfg.layers}) must split evenly over pp*vpp = {pp * vpp} "
+                         "model chunks (or evenly once the first and last stage hold one fewer)")
+    if cfg.heads % tp or cfg.kv_heads % tp and tp % cfg.kv_heads:
+        raise ValueError(f"tp ({tp}) must divide the heads ({cfg.heads}) and the kv heads "
+                         f"({cfg.kv_heads}) or be a multiple of them")
+    if global_batch % (dp * micro_batch):
+        raise ValueError(f"global_batch ({global_batch}) must be a multiple of dp*micro_batch "
+                         f"= {dp * micro_batch}")
+    if vpp > 1 and (global_batch // (dp * micro_batch)) % pp:
+        raise ValueError("vpp: the interleaved schedule needs the micro-batch count to be a "
+                         f"multiple of pp ({pp})")
+    if cp > 1 and seq % (2 * cp):
+        raise ValueError(f"seq ({seq}) must split into 2*cp = {2 * cp} chunks")
+    if cfg.is_moe and cfg.experts % ep:
+        raise ValueError(f"ep ({ep}) must divide the experts ({cfg.experts})")
+    if not cfg.is_moe and ep != 1:
+        raise ValueError(f"ep must be 1 for a dense model, got {ep}")
+
+
+def estimate(model, *, gpus, gpu="h100-sxm", tp, pp, dp, cp=1, ep=1, vpp=1, micro_batch=1,
+             global_batch, seq, zero=1, recompute="none", sequence_parallel=True,
+             dtype="bf16", gpus_per_node=8) -> Estimate:
+    """Step time, throughput and memory of one configuration (chapter 27; see the module
+    notes for the model). ``model``: a :mod:`dtbook.models` name or a ``TransformerConfig``;
+    ``gpu``: an accelerator of :mod:`dtbook.hardware`; ``ep`` splits the experts over the
+    data-parallel (and context-parallel) replicas. Bad arguments raise ``ValueError`` naming
+    the argument."""
+    cfg = resolve_model(model)
+    if isinstance(gpu, str):
+        gpu = gpu.strip().lower()
+    _check(cfg, gpus, gpu, tp, pp, dp, cp, ep, vpp, micro_batch, global_batch, seq, zero,
+           recompute, dtype, gpus_per_node)
+    cols = dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=micro_batch, zero=zero,
+                recompute=RECOMPUTE.index(recompute), sequence_parallel=int(bool(sequence_parallel)))
+    out = evaluate(cfg, gpus=gpus, gpu=gpu, seq=seq, global_batch=global_batch, dtype=dtype,
+                   gpus_per_node=gpus_per_node, cols={k: np.array([v]) for k, v in cols.items()})
+    val = {k: float(np.asarray(v).reshape(-1)[0]) for k, v in out.items()}
+    acc = hardware.get(gpu)
+    step = val["step_time"]
+    tflops = val["model_flops"] / step / gpus
+    config = dict(model=cfg.name, gpus=gpus, gpu=gpu, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp,
+                  micro_batch=micro_batch, global_batch=global_batch, seq=seq, zero=zero,
+                  recompute=recompute, sequence_parallel=bool(sequence_parallel), dtype=dtype,
+                  gpus_per_node=gpus_per_node)
+    breakdown = {k: val[k] for k in ("compute", "recompute", "elementwise", "tp_comm", "cp_comm",
+                                     "ep_comm", "pp_comm", "bubble", "dp_comm", "zero3_comm",
+                                     "optimizer", "memory_state", "memory_activations")}
+    return Estimate(step_time=step, tokens_per_second=global_batch * seq / step,
+                    tflops_per_gpu=tflops / 1e12, mfu=tflops / acc.peak(dtype),
+                    memory_per_gpu=val["memory_per_gpu"],
+                    fits=bool(val["memory_per_gpu"] <= acc.hbm_bytes),
+                    breakdown=breakdown, config=config)

@@ -1,0 +1,41 @@
+"""Matmul time by per-GPU shape: the planner's compute model (chapter 27).
+
+One matmul C[M, N] = A[M, K] B[K, N] of ``M N K`` multiply-adds takes the longest of
+
+* its FLOPs at the accelerator's *measured* matmul ceiling (:func:`dtbook.hardware.
+  matmul_ceiling`: the best large BF16 matmul anyone measured, not the datasheet peak),
+  stretched by **wave quantization**: the output is cut into 128 x 128 tiles, one per SM at a
+  time, and a last partial wave of tiles costs a whole wave;
+* its bytes (read A and B, write C once) at the HBM bandwidth: small or skinny matmuls are
+  memory-bound.
+
+The data is the ceiling (one measurement per accelerator) and two catalog figures (SMs, HBM
+bandwidth); the shape dependence comes from the two mechanisms, not from a fitted curve.
+Everything is NumPy-vectorised over candidate arrays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import hardware
+
+__all__ = ["matmul_time", "TILE"]
+
+TILE = 128  # output tile edge of a Hopper/Ampere BF16 cuBLAS kernel (128 x 128 or larger)
+
+
+def matmul_time(m, n, k, gpu="h100-sxm", count=1, value_bytes=2):
+    """Seconds for ``count`` independent (batched) matmuls of shape M x K times K x N on one
+    ``gpu`` (chapter 27). Arrays broadcast."""
+    ceiling = hardware.matmul_ceiling(gpu)
+    acc = hardware.get(gpu)
+    m, n, k, count = (np.asarray(x, dtype=float) for x in (m, n, k, count))
+    tiles = count * np.ceil(m / TILE) * np.ceil(n / TILE)
+    waves = np.ceil(tiles / ceiling.sms)
+    full = tiles / ceiling.sms  # waves' worth of work if the last wave were full
+    quantization = np.where(tiles > 0, waves / np.maximum(full, 1e-300), 1.0)
+    flops = 2 * m * n * k * count
+    t_compute = flops / ceiling.flops * np.maximum(quantization, 1.0)
+    t_memory = value_bytes * count * (m * k + k * n + m * n) / acc.hbm_bandwidth
+    return np.maximum(t_compute, t_memory)
