@@ -33,6 +33,7 @@ NOT_FORMULAS = {
     "parallel.data", "parallel.compress", "parallel.tensor", "parallel.expert", "parallel.zero", "parallel.sequence",
     "parallel.overlap",  # chapter 31: hooks and a timeline recorder, tests/test_overlap.py
     "parallel.four_d",  # chapter 25: a (dp, cp, tp) block on gloo, tests/test_four_d.py
+    "parallel.three_d",  # chapter 24: TP x PP x DP training on gloo, tests/test_three_d.py
     # catalogs: they take names, and name the bad one (tests/test_hardware.py, test_models.py)
     "hardware", "models", "runs",
     # reads the book's own records (the corrections appendix)

@@ -1,0 +1,100 @@
+"""dtbook.composition (chapter 24): each closed form against an independent count — the
+schedule simulator, the per-collective formulas of chapters 14-15, the memory equation, the
+source's FLOP formula in dtbook.runs, and sympy."""
+
+import pytest
+import sympy as sp
+
+from dtbook import comm, composition, data_parallel, memory, models, runs, schedules
+from dtbook import tensor_parallel as tpar
+
+
+@pytest.mark.parametrize("p, m", [(2, 4), (4, 8), (4, 4), (8, 16)])
+def test_step_time_is_the_simulated_1f1b_makespan(p, m):
+    t_f, t_b = 1.0, 2.0
+    sim = schedules.simulate("1f1b", p, m, t_forward=t_f, t_backward=t_b)
+    assert composition.step_time(t_f + t_b, 0.0, p, m) == pytest.approx(sim.makespan)
+
+
+@pytest.mark.parametrize("p, m, v", [(2, 4, 2), (4, 8, 2), (4, 8, 4)])
+def test_step_time_is_the_simulated_interleaved_makespan(p, m, v):
+    sim = schedules.simulate("interleaved-1f1b", p, m, virtual_stages=v, t_forward=1.0,
+                             t_backward=2.0)
+    assert composition.step_time(2.0, 1.0, p, m, virtual_stages=v) == pytest.approx(sim.makespan)
+
+
+def test_step_time_adds_the_exposed_dp_share():
+    base = composition.step_time(1.0, 0.5, 4, 8)
+    assert composition.step_time(1.0, 0.5, 4, 8, t_dp=2.0, dp_exposed=0.25) == pytest.approx(base + 0.5)
+
+
+def test_tp_bytes_match_chapter_15s_sent_bytes_per_layer():
+    b, s, h, L, p, m, t = 2, 1024, 4096, 32, 4, 8, 8
+    per_layer_sent = tpar.layer_comm_bytes(b, s, h, t)        # 4 ring all-reduces, sent bytes
+    n_total = composition.tp_bytes_per_step(b, s, h, L, p, m)
+    assert n_total * 2 * (t - 1) / t == pytest.approx(per_layer_sent * L / p * m)
+    assert composition.tp_calls_per_step(L, p, m) == 4 * L / p * m
+
+
+def test_dp_bytes_match_chapter_14():
+    psi, t, p, d = 7e9, 8, 4, 16
+    assert composition.dp_bytes_per_step(psi, t, p, d) == pytest.approx(
+        data_parallel.allreduce_bytes(psi / (t * p), d, 2))
+    assert composition.dp_time(psi, t, p, d, 1e-6, 5e10) == pytest.approx(
+        data_parallel.comm_time(psi / (t * p), d, 1e-6, 5e10, 2))
+
+
+def test_pp_bytes_are_two_messages_per_microbatch():
+    assert composition.pp_bytes_per_boundary(1, 2048, 12288, 32) == 2 * 32 * 2048 * 12288 * 2
+
+
+def test_model_states_equal_the_memory_equation():
+    cfg = models.get("gpt3-175b")
+    psi = cfg.num_params()
+    for zero in (0, 1, 2, 3):
+        whole = memory.device_memory(psi, cfg.layers, cfg.hidden, cfg.heads, cfg.vocab, batch=1,
+                                     seq=2048, tp=8, pp=16, dp=8, zero_stage=zero,
+                                     microbatches=32)
+        assert composition.model_states_per_gpu(psi, 8, 16, 8, zero) == pytest.approx(whole.model_states)
+        mine = composition.memory_per_gpu(psi, cfg.layers, cfg.hidden, cfg.heads, cfg.vocab,
+                                          batch=1, seq=2048, tp=8, pp=16, dp=8,
+                                          microbatches=32, zero_stage=zero)
+        assert mine.total == pytest.approx(whole.total)
+
+
+def test_megatron_flops_match_the_run_catalog_and_recompute_is_one_forward():
+    for name in ("megatron-gpt3-175b", "mtnlg-530b"):
+        run = runs.get(name)
+        cfg = models.get(run.model)
+        args = (run.global_batch, run.seq, cfg.layers, cfg.hidden, cfg.vocab)
+        assert composition.megatron_step_flops(*args) == pytest.approx(runs.source_flops_per_step(run))
+        extra = composition.megatron_step_flops(*args) - composition.megatron_step_flops(*args, recompute=False)
+        one_forward = cfg.layers * tpar.layer_forward_flops(run.global_batch, run.seq, cfg.hidden)
+        assert extra == pytest.approx(one_forward)
+
+
+def test_interleaving_gain_breaks_even_at_the_bubble_difference():
+    p, m, v = 16, 32, 2
+    delta = composition.interleaving_gain(p, m, v, 1.0, 0.0)
+    assert composition.interleaving_gain(p, m, v, 1.0, delta / (v - 1)) == pytest.approx(0, abs=1e-15)
+    assert composition.interleaving_gain(p, m, 1, 1.0, 5.0) == 0
+
+
+def test_latency_and_scaling_against_comm():
+    assert composition.tp_latency(1024, 1e-6) == pytest.approx(2 * 1023 * 1e-6)
+    d = 8
+    sent = lambda world: comm.traffic("allreduce", 1.0, world).sent_bytes
+    assert composition.dp_scaling_ratio(d) == pytest.approx(sent(4 * d) / sent(d))
+
+
+def test_symbolic_step_time():
+    tc, ttp, p, m, v = sp.symbols("T_c T_TP P m v", positive=True)
+    got = composition.step_time(tc, ttp, p, m, virtual_stages=v)
+    assert sp.simplify(got - (m + (p - 1) / v) * (tc + ttp)) == 0
+
+
+def test_bad_inputs_name_the_argument():
+    with pytest.raises(ValueError, match="pp"):
+        composition.step_time(1.0, 0.1, 0, 8)
+    with pytest.raises(ValueError, match="tp"):
+        composition.megatron_rank_params(16, 2, 0)
