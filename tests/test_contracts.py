@@ -34,8 +34,11 @@ NOT_FORMULAS = {
     "parallel.overlap",  # chapter 31: hooks and a timeline recorder, tests/test_overlap.py
     "parallel.four_d",  # chapter 25: a (dp, cp, tp) block on gloo, tests/test_four_d.py
     "parallel.three_d",  # chapter 24: TP x PP x DP training on gloo, tests/test_three_d.py
+    "parallel.local_sgd",  # chapter 29: training loops and a parameter server, tests/test_local_sgd.py
     # catalogs: they take names, and name the bad one (tests/test_hardware.py, test_models.py)
     "hardware", "models", "runs",
+    # the planner (chapter 27): tests/test_plan.py; its functions take configurations
+    "plan", "plan.estimate", "plan.search", "plan.cli", "plan.validate", "plan.gemm", "__main__",
     # reads the book's own records (the corrections appendix)
     "edition",
     # runs searches over a candidate list (tests/test_search_strategies.py)
