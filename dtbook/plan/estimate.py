@@ -307,6 +307,8 @@ def _check(cfg, gpus, gpu, tp, pp, dp, cp, ep, vpp, micro_batch, global_batch, s
     if global_batch % (dp * micro_batch):
         raise ValueError(f"global_batch ({global_batch}) must be a multiple of dp*micro_batch "
                          f"= {dp * micro_batch}")
+    if vpp > 1 and pp == 1:
+        raise ValueError("vpp: virtual stages need a pipeline (pp > 1)")
     if vpp > 1 and (global_batch // (dp * micro_batch)) % pp:
         raise ValueError("vpp: the interleaved schedule needs the micro-batch count to be a "
                          f"multiple of pp ({pp})")

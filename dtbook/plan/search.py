@@ -9,7 +9,7 @@ and 1-4 virtual stages. The constraints, in the order :func:`funnel` applies the
 3. **heads**: tp divides the attention heads, and the kv heads or is a multiple of them;
 4. **layers**: pp * vpp model chunks split the layers (evenly, or Llama 3's way);
 5. **batch**: dp * micro_batch divides the global batch;
-6. **interleaving**: vpp > 1 needs the micro-batch count to be a multiple of pp;
+6. **interleaving**: vpp > 1 needs pp > 1 and the micro-batch count a multiple of pp;
 7. **sequence**: cp > 1 needs seq divisible by 2 cp (load-balanced causal chunks);
 8. **experts**: ep divides the experts and the dp * cp replicas (dense models: ep = 1);
 9. **memory**: the estimate fits in HBM.
@@ -90,7 +90,8 @@ def _filters(cfg, gpus, global_batch, seq, gpus_per_node):
          | ((L + 2) % (c["pp"] * c["vpp"]) == 0)),
         ("batch divisible by DP x micro-batch", lambda c: global_batch % (c["dp"] * c["micro_batch"]) == 0),
         ("interleaving: micro-batches a multiple of PP",
-         lambda c: (c["vpp"] == 1) | ((global_batch // (c["dp"] * c["micro_batch"])) % c["pp"] == 0)),
+         lambda c: (c["vpp"] == 1) | ((c["pp"] > 1)
+                                       & ((global_batch // (c["dp"] * c["micro_batch"])) % c["pp"] == 0))),
         ("sequence divisible by 2 x CP", lambda c: (c["cp"] == 1) | (seq % (2 * c["cp"]) == 0)),
         ("experts divisible by EP", lambda c: (c["ep"] == 1) | (
             (cfg.experts % c["ep"] == 0) & ((c["dp"] * c["cp"]) % c["ep"] == 0)) if cfg.is_moe
