@@ -42,3 +42,21 @@ def test_counts_module_and_functional_collectives():
         # torch's recv is built on irecv (and send on isend in some versions): one call each
         assert counts.get("irecv", 0) == counts.get("isend", 0) == 1, counts  # the P2POps
         assert nbytes["isend"] == nbytes["irecv"] == 8
+
+
+def _module_only_worker(rank, world_size):
+    import torch
+    import torch.distributed as dist
+
+    from dtbook.parallel.counting import CommCounter
+
+    c = CommCounter(functional=False)
+    for _ in range(2):                      # a counter may be entered again; calls add up
+        with c:
+            dist.all_reduce(torch.ones(10, dtype=torch.bfloat16))       # 20 B
+    return c.counts(), c.bytes(), c._mode is None
+
+
+def test_module_only_counter_skips_the_dispatch_mode():
+    for counts, nbytes, no_mode in launch(_module_only_worker, 2, timeout=120):
+        assert counts == {"all_reduce": 2} and nbytes == {"all_reduce": 40} and no_mode

@@ -68,9 +68,14 @@ class CommCounter:
     ``calls`` is the list of :class:`Call` in the order they were issued; ``counts()`` and
     ``bytes()`` add them up per operation. Use one counter per block you want to measure;
     nesting is not supported. Chapter 14 on.
+
+    ``functional=False`` counts the ``torch.distributed`` calls only and skips the dispatch
+    mode, for code that issues no functional collectives: the first dispatch mode a process
+    enters imports torch's compiler stack, seconds on a busy machine (chapter 30).
     """
 
-    def __init__(self):
+    def __init__(self, functional=True):
+        self.functional = functional
         self.calls: list[Call] = []
         self._saved = []
         self._mode = None
@@ -132,12 +137,15 @@ class CommCounter:
                     if id(fn) not in wrappers:
                         wrappers[id(fn)] = self._wrap(name, fn, arg)
                     setattr(module, name, wrappers[id(fn)])
-        self._mode = _FunctionalCounter(self)
-        self._mode.__enter__()
+        if self.functional:
+            self._mode = _FunctionalCounter(self)
+            self._mode.__enter__()
         return self
 
     def __exit__(self, *exc):
-        self._mode.__exit__(*exc)
+        if self._mode is not None:
+            self._mode.__exit__(*exc)
+            self._mode = None
         for module, name, fn in reversed(self._saved):
             setattr(module, name, fn)
         self._saved.clear()
