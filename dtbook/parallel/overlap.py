@@ -109,6 +109,7 @@ class BucketedAllReduce:
         self.world_size, self.overlap, self.group = world_size, overlap, group
         self.timeline = timeline if timeline is not None else Timeline()
         self._missing = [len(idx) for idx in self.plan]
+        self._flat = [None] * len(self.plan)
         self._inflight = []
         self._hooks = []
         if overlap:
@@ -129,7 +130,9 @@ class BucketedAllReduce:
 
     def _launch(self, b, async_op):
         grads = [self.params[i].grad for i in self.plan[b]]
-        flat = torch.cat([g.reshape(-1) for g in grads])
+        if self._flat[b] is None:    # one buffer per bucket, kept: fresh pages cost page faults
+            self._flat[b] = torch.empty(sum(g.numel() for g in grads), dtype=grads[0].dtype)
+        flat = torch.cat([g.reshape(-1) for g in grads], out=self._flat[b])
         t0 = time.perf_counter()
         self.timeline.add("ready", f"bucket {b}", t0, t0)
         if async_op:
