@@ -22,13 +22,12 @@ __all__ = ["qsgd", "topk", "randk", "densify", "ErrorFeedback", "powersgd_step",
 
 def qsgd(g, s, generator=None):
     """QSGD with s levels (chapter 28): ‖g‖·sign(g_i)·ξ_i, ξ_i rounded at random to one of
-    the two levels ℓ/s, (ℓ+1)/s around |g_i|/‖g‖, up with probability s|g_i|/‖g‖ − ℓ."""
+    the two levels ℓ/s, (ℓ+1)/s around |g_i|/‖g‖, up with probability s|g_i|/‖g‖ − ℓ.
+    A 2-D ``g`` is a batch of vectors, each quantised with its own norm."""
     import torch
 
-    norm = g.norm()
-    if norm == 0:
-        return torch.zeros_like(g)
-    scaled = s * g.abs() / norm                 # in [0, s]
+    norm = g.norm(dim=-1, keepdim=True)
+    scaled = s * g.abs() / norm.clamp_min(torch.finfo(g.dtype).tiny)   # in [0, s]
     low = scaled.floor()
     up = torch.rand(g.shape, generator=generator, dtype=g.dtype) < (scaled - low)
     return norm * g.sign() * (low + up.to(g.dtype)) / s
@@ -96,6 +95,7 @@ def sparse_allreduce(idx, values, numel, group=None, index_dtype=None):
     values = values.contiguous()
     all_idx = torch.empty(world * idx.numel(), dtype=idx.dtype)
     all_val = torch.empty(world * values.numel(), dtype=values.dtype)
-    dist.all_gather_into_tensor(all_idx, idx, group=group)
-    dist.all_gather_into_tensor(all_val, values, group=group)
+    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor  # torch 2.13 name
+    gather(all_idx, idx, group=group)
+    gather(all_val, values, group=group)
     return densify(all_idx, all_val.float(), numel)
