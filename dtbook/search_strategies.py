@@ -56,18 +56,17 @@ class Trace:
 
 
 def encode(candidates, keys) -> np.ndarray:
-    """A feature matrix for a list of configuration dicts: log₂ of each numeric key (the
-    parallel degrees and batch sizes are powers of two, so a step of one is a doubling) and
-    the index in sorted order of each text key (a recompute mode)."""
+    """A feature matrix for a list of configuration dicts: log₂ of each positive numeric key
+    (the parallel degrees and batch sizes are powers of two, so a step of one is a doubling),
+    a numeric key that can be 0 (the ZeRO stage) as it is, and the index in sorted order of
+    each text key (a recompute mode)."""
     cols = []
     for key in keys:
         vals = [c[key] for c in candidates]
         if all(isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
                for v in vals):
             arr = np.asarray(vals, dtype=float)
-            if np.any(arr <= 0):
-                raise ValueError(f"key {key!r} has values <= 0; cannot take log2")
-            cols.append(np.log2(arr))
+            cols.append(np.log2(arr) if np.all(arr > 0) else arr)   # a ZeRO stage 0-3 as is
         else:
             levels = sorted({str(v) for v in vals})
             cols.append(np.asarray([levels.index(str(v)) for v in vals], dtype=float))
@@ -158,7 +157,9 @@ def bayesian_search(X, objective, budget=None, seed=0, initial=5, xi=0.01, refit
     evaluates the unseen candidate of highest expected improvement
     EI = (y* − μ − ξ)Φ(z) + σφ(z), z = (y* − μ − ξ)/σ, for minimisation. The kernel's
     hyperparameters are learnt by maximum likelihood every ``refit`` evaluations and kept in
-    between (learning them costs a few hundred times more than a fit with them fixed).
+    between (learning them costs a few hundred times more than a fit with them fixed);
+    ``refit=0`` never learns them and keeps the starting kernel (length scale 0.3 of each
+    feature's range, output scale 1 on the normalised log objective, noise 10⁻³).
     """
     import warnings
 
@@ -166,6 +167,7 @@ def bayesian_search(X, objective, budget=None, seed=0, initial=5, xi=0.01, refit
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.gaussian_process import GaussianProcessRegressor
     from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
+    from threadpoolctl import threadpool_limits
 
     X = np.asarray(X, dtype=float)
     n = len(X)
@@ -179,23 +181,23 @@ def bayesian_search(X, objective, budget=None, seed=0, initial=5, xi=0.01, refit
     kernel = (ConstantKernel(1.0, (1e-2, 1e2)) * Matern(0.3, (0.05, 10.0), nu=2.5)
               + WhiteKernel(1e-3, (1e-6, 1e-1)))
     learnt_at = None
-    while not ev.done(budget):
-        y = _finite_targets(ev.values)
-        learn = learnt_at is None or ev.count - learnt_at >= refit
-        gp = GaussianProcessRegressor(kernel, normalize_y=True, random_state=seed,
-                                      optimizer="fmin_l_bfgs_b" if learn else None)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
+    with threadpool_limits(1), warnings.catch_warnings():   # small matrices: threads only cost
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        while not ev.done(budget):
+            y = _finite_targets(ev.values)
+            learn = refit > 0 and (learnt_at is None or ev.count - learnt_at >= refit)
+            gp = GaussianProcessRegressor(kernel, normalize_y=True, random_state=seed,
+                                          optimizer="fmin_l_bfgs_b" if learn else None)
             gp.fit(Z[ev.order], y)
-        if learn:
-            kernel, learnt_at = gp.kernel_, ev.count
-        rest = ev.unseen()
-        mu, sd = gp.predict(Z[rest], return_std=True)
-        gain = y.min() - mu - xi
-        with np.errstate(divide="ignore", invalid="ignore"):
-            z = np.where(sd > 0, gain / sd, 0.0)
-        ei = np.where(sd > 0, gain * norm.cdf(z) + sd * norm.pdf(z), np.maximum(gain, 0.0))
-        ev(rest[int(np.argmax(ei))])
+            if learn:
+                kernel, learnt_at = gp.kernel_, ev.count
+            rest = ev.unseen()
+            mu, sd = gp.predict(Z[rest], return_std=True)
+            gain = y.min() - mu - xi
+            with np.errstate(divide="ignore", invalid="ignore"):
+                z = np.where(sd > 0, gain / sd, 0.0)
+            ei = np.where(sd > 0, gain * norm.cdf(z) + sd * norm.pdf(z), np.maximum(gain, 0.0))
+            ev(rest[int(np.argmax(ei))])
     return ev.trace("Bayesian")
 
 

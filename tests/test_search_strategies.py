@@ -20,9 +20,9 @@ def _space():
 
 
 def test_encode_takes_log2_of_numbers_and_ranks_text():
-    X = ss.encode([dict(tp=8, r="none"), dict(tp=1, r="full"), dict(tp=2, r="selective")],
-                  ["tp", "r"])
-    assert X.tolist() == [[3, 1], [0, 0], [1, 2]]
+    X = ss.encode([dict(tp=8, r="none", z=0), dict(tp=1, r="full", z=3),
+                   dict(tp=2, r="selective", z=1)], ["tp", "r", "z"])
+    assert X.tolist() == [[3, 1, 0], [0, 0, 3], [1, 2, 1]]
 
 
 def test_every_strategy_evaluates_each_candidate_once_and_reports_what_it_saw():
