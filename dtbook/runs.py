@@ -19,9 +19,14 @@ is known. ``convention`` names it:
 
 :func:`tokens_per_second` turns a row's printed figure back into what was measured, tokens
 per second for the whole job, using the source's own formula; that is the quantity the
-planner (chapter 27) predicts, and it needs no agreement on FLOP conventions. Fields a table
-does not print (often micro-batch and interleaving) hold the value the paper's text states or,
-failing that, the default named in ``note``. (Chapters 24 and 27.)
+planner (chapter 27) predicts, and it needs no agreement on FLOP conventions.
+
+``printed`` names the layout fields the source prints or states (in a table, in its text, or
+fixed by the software it names: Megatron-LM in 2021 had neither ZeRO nor sequence
+parallelism). The other layout fields (often micro-batch, interleaving, ZeRO stage) hold a
+placeholder, named in ``note``; :func:`dtbook.plan.validate` does not use those placeholders
+but lets the planner choose them (its own best choice, never fitted to the reported figure).
+``printed=None`` means every layout field was printed. (Chapters 24 and 27.)
 """
 
 from __future__ import annotations
@@ -31,7 +36,13 @@ from dataclasses import dataclass
 from . import hardware, models
 from .units import TFLOP
 
-__all__ = ["PublishedRun", "get", "names", "runs", "tokens_per_second", "source_flops_per_step"]
+__all__ = ["PublishedRun", "get", "names", "runs", "tokens_per_second", "source_flops_per_step",
+           "LAYOUT_FIELDS", "printed_fields"]
+
+# The layout fields a source may or may not print (global batch, sequence, GPUs and the GPU
+# type are always printed: a row without them is not admitted).
+LAYOUT_FIELDS = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "zero", "recompute",
+                 "sequence_parallel")
 
 _CONVENTIONS = ("megatron-hfu", "megatron-mfu", "llama3")
 
@@ -69,8 +80,15 @@ class PublishedRun:
     peak: float
     source: str
     note: str = ""
+    printed: frozenset | None = None
 
     def __post_init__(self) -> None:
+        if self.printed is not None:
+            object.__setattr__(self, "printed", frozenset(self.printed))
+            unknown = self.printed - set(LAYOUT_FIELDS)
+            if unknown:
+                raise ValueError(f"{self.name}: printed names unknown fields {sorted(unknown)}; "
+                                 f"layout fields: {LAYOUT_FIELDS}")
         models.get(self.model)
         hardware.get(self.gpu)
         if self.tp * self.pp * self.dp * self.cp != self.gpus:
@@ -95,8 +113,14 @@ _S22 = ("Smith et al. 2022, 'Using DeepSpeed and Megatron to Train Megatron-Turi
         "A Large-Scale Generative Language Model', arXiv:2201.11990")
 _L24 = "Llama Team (Dubey et al.) 2024, 'The Llama 3 Herd of Models', arXiv:2407.21783"
 
-_N21_NOTE = ("Full activation recomputation (the paper's setting for these runs), 1F1B schedule "
-             "and micro-batch 1 assumed where the table gives none; DGX A100 80GB nodes.")
+_N21_NOTE = ("Full activation recomputation (the paper's setting for these runs); DGX A100 80GB "
+             "nodes. Megatron-LM 2021 had no ZeRO and no sequence parallelism (fixed by the "
+             "software). Not printed: the micro-batch and whether the interleaved schedule was "
+             "used (vpp): the placeholders 1 and 1 are not used by plan.validate, which lets the "
+             "planner choose them.")
+_MEGATRON_2021 = frozenset({"tp", "pp", "dp", "cp", "ep", "zero", "recompute", "sequence_parallel"})
+_N21_PRINTED = _MEGATRON_2021
+_MTNLG_PRINTED = frozenset({"tp", "pp", "dp", "cp", "ep", "vpp", "recompute", "sequence_parallel"})
 
 
 def _n21_weak(model, gpus, tp, pp, batch, tflops):
@@ -104,7 +128,7 @@ def _n21_weak(model, gpus, tp, pp, batch, tflops):
         name=f"megatron-weak-{model.split('-')[-1]}", model=model, gpu="a100-80gb", gpus=gpus,
         tp=tp, pp=pp, dp=gpus // (tp * pp), global_batch=batch, seq=2048, recompute="full",
         dtype="fp16", tflops_per_gpu=tflops, convention="megatron-hfu", peak=_A100,
-        source=_N21 + ", Table 1 (weak scaling)", note=_N21_NOTE)
+        source=_N21 + ", Table 1 (weak scaling)", note=_N21_NOTE, printed=_N21_PRINTED)
 
 
 _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
@@ -118,20 +142,21 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
                "micro-batch 1, 1536 GPUs: 141 teraFLOP/s per GPU)",
         note=("Model-parallel size 96 read as TP 8 x PP 12 (8-way TP inside a DGX A100, the "
               "paper's rule). The catalog's gpt3-175b has vocabulary 50,257 where Megatron pads "
-              "to 51,200: 0.04% of the FLOPs. " + _N21_NOTE)),
+              "to 51,200: 0.04% of the FLOPs. " + _N21_NOTE),
+        printed=_MEGATRON_2021 | {"micro_batch"}),
     PublishedRun(
         name="megatron-gpt3-175b-384", model="gpt3-175b", gpu="a100-80gb", gpus=384, tp=8, pp=12,
         dp=4, global_batch=1536, seq=2048, recompute="full", dtype="fp16",
         tflops_per_gpu=153, convention="megatron-hfu", peak=_A100,
         source=_N21 + ", Table 2 (PTD-P, 174.6B, 384 GPUs: 153 teraFLOP/s per GPU)",
-        note="See megatron-gpt3-175b. " + _N21_NOTE),
+        note="See megatron-gpt3-175b. " + _N21_NOTE, printed=_MEGATRON_2021 | {"micro_batch"}),
     PublishedRun(
         name="megatron-530b-2240", model="mt-nlg-530b", gpu="a100-80gb", gpus=2240, tp=8, pp=35,
         dp=8, global_batch=2240, seq=2048, recompute="full", dtype="fp16",
         tflops_per_gpu=159, convention="megatron-hfu", peak=_A100,
         source=_N21 + ", Table 2 (PTD-P, 529.6B, model-parallel size 280, batch 2240, "
                "2240 GPUs: 159 teraFLOP/s per GPU)",
-        note=_N21_NOTE),
+        note=_N21_NOTE, printed=_MEGATRON_2021 | {"micro_batch"}),
     # MT-NLG 530B as trained (DeepSpeed + Megatron), Smith et al. Table 1.
     PublishedRun(
         name="mtnlg-530b", model="mt-nlg-530b", gpu="a100-80gb", gpus=2240, tp=8, pp=35, dp=8,
@@ -140,14 +165,17 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
         source=_S22 + ", Sec. 3.3 and Table 1 (280 DGX A100 nodes: iteration 60.1 s, 126 "
                "teraFLOP/s per GPU; batch 1920, sequence 2048)",
         note=("8-way TP and 35-way PP as the paper states; full activation checkpointing; "
-              "micro-batch 1 assumed. TFLOP/s counted with Narayanan et al.'s formula "
-              "(60.1 s reproduces 126).")),
+              "DeepSpeed's pipeline engine has no interleaved schedule (vpp 1) and Megatron-"
+              "DeepSpeed of 2021 no sequence parallelism. Not printed: micro-batch and ZeRO "
+              "stage (placeholders 1 and 0, chosen by the planner in plan.validate). TFLOP/s "
+              "counted with Narayanan et al.'s formula (60.1 s reproduces 126)."),
+        printed=_MTNLG_PRINTED),
     PublishedRun(
         name="mtnlg-530b-3360", model="mt-nlg-530b", gpu="a100-80gb", gpus=3360, tp=8, pp=35,
         dp=12, global_batch=1920, seq=2048, recompute="full", dtype="bf16",
         tflops_per_gpu=113, step_time=44.4, convention="megatron-hfu", peak=_A100,
         source=_S22 + ", Table 1 (420 nodes: iteration 44.4 s, 113 teraFLOP/s per GPU)",
-        note="See mtnlg-530b."),
+        note="See mtnlg-530b.", printed=_MTNLG_PRINTED),
     # Weak scaling, Narayanan et al. Table 1 (a selection of its rows).
     _n21_weak("megatron-18b", 256, 8, 1, 1024, 135),
     _n21_weak("megatron-39b", 512, 8, 2, 1536, 138),
@@ -164,7 +192,9 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
         convention="megatron-mfu", peak=_A100,
         source=_K22 + ", Tables 3 and 5 (sequence parallelism + selective recompute; "
                "Megatron-LM README prints the same MFU)",
-        note="Data-parallel size 1 (benchmark runs); 1F1B schedule.")
+        note=("Data-parallel size 1 (benchmark runs). Not printed in the tables used here: "
+              "micro-batch, interleaving and ZeRO stage; plan.validate lets the planner choose."),
+        printed=frozenset({"tp", "pp", "dp", "cp", "ep", "recompute", "sequence_parallel"}))
       for tag, model, tp, pp, mb, batch, mfu, step in (
           ("22b", "megatron-22b", 8, 1, 4, 4, 0.415, 1.10),
           ("175b", "gpt3-175b", 8, 8, 1, 64, 0.514, 13.75),
@@ -179,14 +209,24 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
         source=_L24 + ", Table 4 (GPUs, TP, CP, PP, DP, sequence, batch per DP group, "
                "tokens per batch, TFLOP/s per GPU, BF16 MFU)",
         note=("Sec. 3.3.2: FSDP (weights, optimizer state and gradients sharded over DP, "
-              "weights not resharded after forward) read as ZeRO-1-like traffic; interleaved "
-              "pipeline schedule with micro-batch 1 assumed (vpp not printed); recompute not "
-              "stated, none assumed."))
+              "weights not resharded after forward) read as ZeRO-1-like traffic (ZeRO 1 and 2 "
+              "move the same bytes); the text says an interleaved schedule was used but prints "
+              "neither the virtual stages nor the micro-batch; recompute and sequence "
+              "parallelism not stated. The placeholders (vpp 1, micro-batch 1, no recompute) "
+              "are not used by plan.validate: the planner chooses them."),
+        printed=frozenset({"tp", "pp", "dp", "cp", "ep", "zero"}))
       for tag, gpus, cp, dp, seq, per_dp, tflops, mfu in (
           ("8k", 8192, 1, 64, 8192, 32, 430, 0.43),
           ("16k", 16384, 1, 128, 8192, 16, 400, 0.41),
           ("16k-128k", 16384, 16, 8, 131072, 16, 380, 0.38))),
 )}
+
+
+def printed_fields(run: PublishedRun) -> dict:
+    """The layout fields ``run``'s source printed, with their values (chapter 27); every
+    layout field when ``run.printed`` is ``None``."""
+    keys = LAYOUT_FIELDS if run.printed is None else [k for k in LAYOUT_FIELDS if k in run.printed]
+    return {k: getattr(run, k) for k in keys}
 
 
 def names() -> list[str]:
