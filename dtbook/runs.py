@@ -53,7 +53,10 @@ class PublishedRun:
 
     ``tflops_per_gpu`` (TFLOP/s, as printed), ``mfu`` (a fraction) and ``step_time`` (s) are
     ``None`` where the source does not print them; ``convention`` says how the source counts
-    FLOPs (see the module notes), ``peak`` the per-GPU peak FLOP/s it divides by.
+    FLOPs (see the module notes), ``peak`` the per-GPU peak FLOP/s it divides by;
+    ``attention`` is ``"unfused"`` for runs before FlashAttention (2022), whose Megatron-LM
+    kernels materialise the score matrix, ``"flash"`` otherwise; ``printed`` the layout
+    fields the source printed (module notes).
     """
 
     name: str
@@ -73,6 +76,7 @@ class PublishedRun:
     sequence_parallel: bool = False
     zero: int = 0
     dtype: str = "bf16"
+    attention: str = "flash"
     tflops_per_gpu: float | None = None
     mfu: float | None = None
     step_time: float | None = None
@@ -96,6 +100,8 @@ class PublishedRun:
                              f"!= gpus = {self.gpus}")
         if self.recompute not in ("none", "selective", "full"):
             raise ValueError(f"{self.name}: recompute must be none/selective/full")
+        if self.attention not in ("flash", "unfused"):
+            raise ValueError(f"{self.name}: attention must be flash or unfused")
         if self.convention not in _CONVENTIONS:
             raise ValueError(f"{self.name}: convention must be one of {_CONVENTIONS}")
         if self.tflops_per_gpu is None and self.mfu is None and self.step_time is None:
@@ -127,7 +133,7 @@ def _n21_weak(model, gpus, tp, pp, batch, tflops):
     return PublishedRun(
         name=f"megatron-weak-{model.split('-')[-1]}", model=model, gpu="a100-80gb", gpus=gpus,
         tp=tp, pp=pp, dp=gpus // (tp * pp), global_batch=batch, seq=2048, recompute="full",
-        dtype="fp16", tflops_per_gpu=tflops, convention="megatron-hfu", peak=_A100,
+        dtype="fp16", attention="unfused", tflops_per_gpu=tflops, convention="megatron-hfu", peak=_A100,
         source=_N21 + ", Table 1 (weak scaling)", note=_N21_NOTE, printed=_N21_PRINTED)
 
 
@@ -136,7 +142,7 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
     # model-parallel size 96 (TP 8 x PP 12) and 280 (TP 8 x PP 35), micro-batch 1.
     PublishedRun(
         name="megatron-gpt3-175b", model="gpt3-175b", gpu="a100-80gb", gpus=1536, tp=8, pp=12,
-        dp=16, global_batch=1536, seq=2048, recompute="full", dtype="fp16",
+        dp=16, global_batch=1536, seq=2048, recompute="full", dtype="fp16", attention="unfused",
         tflops_per_gpu=141, convention="megatron-hfu", peak=_A100,
         source=_N21 + ", Table 2 (PTD-P rows: 174.6B, model-parallel size 96, batch 1536, "
                "micro-batch 1, 1536 GPUs: 141 teraFLOP/s per GPU)",
@@ -146,13 +152,13 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
         printed=_MEGATRON_2021 | {"micro_batch"}),
     PublishedRun(
         name="megatron-gpt3-175b-384", model="gpt3-175b", gpu="a100-80gb", gpus=384, tp=8, pp=12,
-        dp=4, global_batch=1536, seq=2048, recompute="full", dtype="fp16",
+        dp=4, global_batch=1536, seq=2048, recompute="full", dtype="fp16", attention="unfused",
         tflops_per_gpu=153, convention="megatron-hfu", peak=_A100,
         source=_N21 + ", Table 2 (PTD-P, 174.6B, 384 GPUs: 153 teraFLOP/s per GPU)",
         note="See megatron-gpt3-175b. " + _N21_NOTE, printed=_MEGATRON_2021 | {"micro_batch"}),
     PublishedRun(
         name="megatron-530b-2240", model="mt-nlg-530b", gpu="a100-80gb", gpus=2240, tp=8, pp=35,
-        dp=8, global_batch=2240, seq=2048, recompute="full", dtype="fp16",
+        dp=8, global_batch=2240, seq=2048, recompute="full", dtype="fp16", attention="unfused",
         tflops_per_gpu=159, convention="megatron-hfu", peak=_A100,
         source=_N21 + ", Table 2 (PTD-P, 529.6B, model-parallel size 280, batch 2240, "
                "2240 GPUs: 159 teraFLOP/s per GPU)",
@@ -160,7 +166,7 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
     # MT-NLG 530B as trained (DeepSpeed + Megatron), Smith et al. Table 1.
     PublishedRun(
         name="mtnlg-530b", model="mt-nlg-530b", gpu="a100-80gb", gpus=2240, tp=8, pp=35, dp=8,
-        global_batch=1920, seq=2048, recompute="full", dtype="bf16",
+        global_batch=1920, seq=2048, recompute="full", dtype="bf16", attention="unfused",
         tflops_per_gpu=126, step_time=60.1, convention="megatron-hfu", peak=_A100,
         source=_S22 + ", Sec. 3.3 and Table 1 (280 DGX A100 nodes: iteration 60.1 s, 126 "
                "teraFLOP/s per GPU; batch 1920, sequence 2048)",
@@ -172,7 +178,7 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
         printed=_MTNLG_PRINTED),
     PublishedRun(
         name="mtnlg-530b-3360", model="mt-nlg-530b", gpu="a100-80gb", gpus=3360, tp=8, pp=35,
-        dp=12, global_batch=1920, seq=2048, recompute="full", dtype="bf16",
+        dp=12, global_batch=1920, seq=2048, recompute="full", dtype="bf16", attention="unfused",
         tflops_per_gpu=113, step_time=44.4, convention="megatron-hfu", peak=_A100,
         source=_S22 + ", Table 1 (420 nodes: iteration 44.4 s, 113 teraFLOP/s per GPU)",
         note="See mtnlg-530b.", printed=_MTNLG_PRINTED),
@@ -188,7 +194,7 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
     *(PublishedRun(
         name=f"korthikanti-{tag}", model=model, gpu="a100-80gb", gpus=tp * pp, tp=tp, pp=pp,
         dp=1, micro_batch=mb, global_batch=batch, seq=2048, recompute="selective",
-        sequence_parallel=True, dtype="bf16", mfu=mfu, step_time=step,
+        sequence_parallel=True, dtype="bf16", attention="unfused", mfu=mfu, step_time=step,
         convention="megatron-mfu", peak=_A100,
         source=_K22 + ", Tables 3 and 5 (sequence parallelism + selective recompute; "
                "Megatron-LM README prints the same MFU)",

@@ -7,16 +7,22 @@ micro-batches through a pipeline of ``pp`` stages. For one micro-batch, one pipe
 
 * **compute**: every matmul at its per-GPU shape (after TP, ``micro_batch * seq / cp``
   tokens) timed by :func:`dtbook.plan.gemm.matmul_time`; causal attention does half the
-  ``s x s`` products; backward is twice forward;
+  ``s x s`` products with a fused (flash) kernel, all of them when ``attention="unfused"``
+  (the score matrix is materialised and masked afterwards, as in Megatron-LM before
+  FlashAttention, 2021-22); backward is twice forward;
 * **recompute**: ``"full"`` one more forward of the layers, ``"selective"`` one more forward
   of the attention core (Korthikanti et al. 2022);
-* **elementwise**: norms, activations, residuals are memory-bound: every activation byte
-  :mod:`dtbook.activations` says a layer keeps is written once in forward and read once in
-  backward, at the HBM bandwidth;
+* **elementwise**: norms, activations, residual adds, RoPE (and, with unfused attention, the
+  softmax and dropout of the ``s x s`` scores) are memory-bound. Each op reads its inputs and
+  writes its output in forward; in backward it reads its saved input and the output gradient
+  and writes the input gradient (:func:`elementwise_values`). All of it at the HBM bandwidth;
 * **TP**: 4 ring all-reduces of the ``tokens x hidden`` activation per layer (2 forward, 2
   backward; with sequence parallelism an all-gather and a reduce-scatter each, the same time),
   2 more with full recompute, on NVLink while the TP group fits in a node. *Not overlapped*:
   Megatron-LM runs them on the compute stream by default;
+* **collective efficiency**: every collective runs at the link's rate times NCCL's protocol
+  efficiency, the published nccl-tests bus bandwidth of a ring over the line rate
+  (:func:`protocol_efficiency`: about 0.82 on NVLink, 0.94 on InfiniBand);
 * **CP**: a ring pass of K and V (``cp - 1`` steps forward, twice that backward), overlapped
   with the attention core it feeds; only the excess is exposed;
 * **EP**: 4 all-to-alls of the routed tokens per MoE layer (dispatch and combine, forward and
@@ -61,7 +67,8 @@ from .. import activations as act
 from .. import comm, flops, hardware, memory, models
 from .gemm import matmul_time
 
-__all__ = ["Estimate", "estimate", "evaluate", "in_flight", "RECOMPUTE", "resolve_model", "links_for"]
+__all__ = ["Estimate", "estimate", "evaluate", "in_flight", "RECOMPUTE", "ATTENTION", "resolve_model",
+           "links_for", "protocol_efficiency", "elementwise_values"]
 
 RECOMPUTE = ("none", "selective", "full")
 COLUMNS = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "zero", "recompute",
@@ -94,6 +101,63 @@ def links_for(gpu: str):
     return hardware.get(up), hardware.get(out)
 
 
+ATTENTION = ("flash", "unfused")
+
+
+def protocol_efficiency(link) -> float:
+    """Fraction of a link's line rate a large NCCL ring collective reaches (chapter 27):
+    :func:`dtbook.hardware.published_busbw` ring rows (bus bandwidth over the line rate),
+    measured on NVLink4 and InfiniBand NDR; a link with none takes the figure of its kind
+    (``nvlink*`` or ``ib-*``: the overhead is NCCL's protocol, not the generation); 1 for
+    others."""
+    name = link.name if hasattr(link, "name") else str(link)
+    kind = "nvlink" if name.startswith("nvlink") else "ib-" if name.startswith("ib-") else None
+    rows = [b for b in hardware.published_busbw() if b.algorithm == "ring"]
+    same = [b for b in rows if b.link == name] or [b for b in rows if kind and b.link.startswith(kind)]
+    if not same:
+        return 1.0
+    b = same[0]
+    return 0.5 * (b.busbw_low + b.busbw_high) / hardware.get(b.link).beta
+
+
+def _effective(link):
+    """(alpha, beta) of ``link`` with NCCL's protocol efficiency applied to beta."""
+    return link.alpha, link.beta * protocol_efficiency(link)
+
+
+def elementwise_values(cfg, tokens, seq, tp, sp, attention="flash", heads_local=None):
+    """Values (not bytes) the memory-bound ops of one layer read plus write for one
+    micro-batch of ``tokens`` tokens on one GPU, as ``(forward, backward)`` (chapter 27).
+
+    Forward: each norm reads h and writes h per token; the MLP activation reads f and writes f
+    (GELU) or reads 2f and writes f (SwiGLU), f = ffn / tp; each of the 2 residual adds reads
+    2h and writes h; RoPE reads and writes Q and K. Backward: each op reads its saved input
+    and the output gradient and writes the input gradient (norm 3h, GELU 3f, SwiGLU 5f,
+    residual 2h, RoPE 2 (q + k)). The h-wide ops run on every TP rank unless sequence
+    parallelism (``sp``) splits them. With ``attention="unfused"`` the score matrix of
+    ``heads_local`` heads (``heads / tp``) per sequence is scaled, masked and soft-maxed in one
+    fused kernel (read and write) and dropped out (read, write, a 1-byte mask), Megatron-LM's
+    path before FlashAttention: forward 4.5 values per score, backward 5.5 (softmax: read P
+    and dP, write dS; dropout: read dy and mask, write dx). A flash kernel keeps its scores
+    on chip: nothing here. Arrays broadcast."""
+    tp, sp = np.asarray(tp, dtype=float), np.asarray(sp, dtype=float)
+    h, f = cfg.hidden, cfg.ffn_hidden / tp
+    hw = h / np.where(sp == 1, tp, 1.0)        # h-wide ops: split only by SP
+    qk = (cfg.heads + cfg.kv_heads) * cfg.head_dim / np.minimum(tp, cfg.heads)
+    gated = cfg.mlp == "swiglu"
+    fwd = tokens * (2 * 2 * hw + (3 if gated else 2) * f + 2 * 3 * hw)
+    bwd = tokens * (2 * 3 * hw + (5 if gated else 3) * f + 2 * 2 * hw)
+    if cfg.positions == "rotary":
+        fwd = fwd + tokens * 2 * qk
+        bwd = bwd + tokens * 2 * qk
+    if attention == "unfused":
+        a = cfg.heads / tp if heads_local is None else heads_local
+        scores = (tokens / seq) * a * seq * seq
+        fwd = fwd + 4.5 * scores
+        bwd = bwd + 5.5 * scores
+    return fwd, bwd
+
+
 def in_flight(pp, m, vpp, stage):
     """Model chunks whose activations pipeline rank ``stage`` holds at its peak (chapter 27):
     1F1B ``min(pp - stage, m)``; interleaved 1F1B (Megatron's warm-up of ``2 (pp - stage - 1)
@@ -115,15 +179,17 @@ def _stage_layers(layers, pp):
     return busiest, last
 
 
-def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols):
+def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols, attention="flash"):
     """The model of the module notes over NumPy arrays of configurations: ``cols`` maps each
     of ``COLUMNS`` to an array (recompute as 0/1/2, sequence_parallel as 0/1). Returns a dict
     of arrays: the breakdown terms (seconds, bytes), ``step_time``, ``memory_per_gpu``,
-    ``model_flops``. Inputs are assumed valid (see :func:`dtbook.plan.search.configurations`
+    ``model_flops``. ``attention``: ``"flash"`` or ``"unfused"`` (module notes). Inputs are assumed valid (see :func:`dtbook.plan.search.configurations`
     and :func:`estimate`). (Chapter 27.)"""
     tp, pp, dp, cp, ep, vpp, mb, zero, rc, sp = (np.asarray(cols[c], dtype=float) for c in COLUMNS)
     acc = hardware.get(gpu)
     up, out = links_for(gpu)
+    up_a, up_b = _effective(up)
+    out_a, out_b = _effective(out)
     h, L, heads, kv, hd = cfg.hidden, cfg.layers, cfg.heads, cfg.kv_heads, cfg.head_dim
     gated = cfg.mlp == "swiglu"
     mult = 2 if gated else 1
@@ -134,8 +200,9 @@ def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols):
     # ---- forward compute of one layer, per micro-batch, on one GPU
     t_qkv = mm(T, (heads + 2 * kv) * hd / tp, h)
     t_out = mm(T, h, heads * hd / tp)
-    # causal attention: QK^T and AV over s/cp queries and s keys, half of it unmasked
-    t_core = 0.5 * (mm(seq / cp, seq, hd, count=mb * heads / tp) + mm(seq / cp, hd, seq, count=mb * heads / tp))
+    # causal attention: QK^T and AV over s/cp queries and s keys; a flash kernel skips the
+    # masked half, an unfused one computes every score and masks afterwards
+    t_core = (0.5 if attention == "flash" else 1.0) * (mm(seq / cp, seq, hd, count=mb * heads / tp) + mm(seq / cp, hd, seq, count=mb * heads / tp))
     t_dense_mlp = mm(T, mult * cfg.ffn_hidden / tp, h) + mm(T, h, cfg.ffn_hidden / tp)
     if cfg.is_moe:
         eff, k, E = cfg.moe_ffn_hidden, cfg.experts_per_token, cfg.experts
@@ -159,28 +226,37 @@ def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols):
     compute = 3 * stage_fwd
     recompute = np.where(rc == 2, stage_layers * t_layer_fwd, np.where(rc == 1, stage_layers * t_core, 0.0))
 
-    # ---- memory-bound elementwise work: activation bytes written in forward, read in backward
+    # ---- activation bytes kept per layer (memory), by SP and selective recompute
+    eager = attention == "unfused"
     layer_act = {}
     for flag in (0, 1):
         for r in (0, 1):
-            terms = act.activation_breakdown(mb, seq / cp, h, heads, cfg.ffn_hidden, dropout=False,
-                                             attention="flash", tp=tp, sequence_parallel=bool(flag),
+            terms = act.activation_breakdown(mb, seq / cp, h, heads, cfg.ffn_hidden, dropout=eager,
+                                             attention="eager" if eager else "flash", tp=tp,
+                                             sequence_parallel=bool(flag),
                                              recompute="selective" if r else "none")
             layer_act[flag, r] = sum(terms.values())
     act_layer = np.where(sp == 1, layer_act[1, 0], layer_act[0, 0])
-    elementwise = 2 * stage_layers * act_layer / acc.hbm_bandwidth
+
+    # ---- memory-bound elementwise work: every op's reads and writes, forward and backward
+    ew_fwd, ew_bwd = elementwise_values(cfg, T, seq / cp, tp, sp, attention)
+    # full recompute runs the forward ops again; selective re-runs the (unfused) softmax
+    ew_fwd_unfused = elementwise_values(cfg, T, seq / cp, tp, sp, attention)[0] - elementwise_values(
+        cfg, T, seq / cp, tp, sp, "flash")[0]
+    ew_re = np.where(rc == 2, ew_fwd, np.where(rc == 1, ew_fwd_unfused, 0.0))
+    elementwise = stage_layers * _VALUE * (ew_fwd + ew_bwd + ew_re) / acc.hbm_bandwidth
 
     # ---- tensor parallel: 4 (6 with full recompute) ring all-reduces of T x h per layer
     tp_link_in = tp <= gpus_per_node
     n_tp = T * h * _VALUE
-    t_ar = np.where(tp_link_in, comm.allreduce_time(n_tp, tp, up.alpha, up.beta),
-                    comm.allreduce_time(n_tp, tp, out.alpha, out.beta))
+    t_ar = np.where(tp_link_in, comm.allreduce_time(n_tp, tp, up_a, up_b),
+                    comm.allreduce_time(n_tp, tp, out_a, out_b))
     tp_comm = np.where(tp > 1, stage_layers * np.where(rc == 2, 6, 4) * t_ar, 0.0)
 
     # ---- context parallel: ring K/V, overlapped with the attention core
     kv_bytes = 2 * T * kv * hd / np.minimum(tp, kv) * _VALUE
     cp_in = tp * cp <= gpus_per_node
-    step = np.where(cp_in, up.alpha + kv_bytes / up.beta, out.alpha + kv_bytes / out.beta)
+    step = np.where(cp_in, up_a + kv_bytes / up_b, out_a + kv_bytes / out_b)
     t_cp_layer = 3 * (cp - 1) * step               # forward once, backward twice
     cp_comm = stage_layers * np.maximum(0.0, t_cp_layer - 3 * t_core)
 
@@ -188,8 +264,8 @@ def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols):
     if cfg.is_moe:
         n_a2a = T * cfg.experts_per_token * h * _VALUE
         ep_in = tp * ep <= gpus_per_node
-        t_a2a = np.where(ep_in, comm.alltoall_time(n_a2a, np.maximum(ep, 2), up.alpha, up.beta),
-                         comm.alltoall_time(n_a2a, np.maximum(ep, 2), out.alpha, out.beta))
+        t_a2a = np.where(ep_in, comm.alltoall_time(n_a2a, np.maximum(ep, 2), up_a, up_b),
+                         comm.alltoall_time(n_a2a, np.maximum(ep, 2), out_a, out_b))
         ep_comm = np.where(ep > 1, stage_layers * n_moe / L * 4 * t_a2a, 0.0)
     else:
         ep_comm = np.zeros_like(tp)
@@ -197,7 +273,7 @@ def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols):
     # ---- pipeline sends: forward and backward per micro-batch and model chunk
     n_p2p = T * h * _VALUE / np.where(sp == 1, tp, 1)
     pp_in = tp * cp * ep * pp <= gpus_per_node
-    t_p2p = np.where(pp_in, up.alpha + n_p2p / up.beta, out.alpha + n_p2p / out.beta)
+    t_p2p = np.where(pp_in, up_a + n_p2p / up_b, out_a + n_p2p / out_b)
     pp_comm = np.where(pp > 1, 2 * vpp * t_p2p, 0.0)
 
     per_mb = compute + recompute + elementwise + tp_comm + cp_comm + ep_comm + pp_comm
@@ -214,12 +290,12 @@ def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols):
 
     # ---- data parallel gradient reduction, overlapped with the last micro-batch's backward
     n_dp = psi_gpu * _VALUE
-    t_dp = np.where(replicas > 1, comm.allreduce_time(n_dp, np.maximum(replicas, 2), out.alpha, out.beta), 0.0)
+    t_dp = np.where(replicas > 1, comm.allreduce_time(n_dp, np.maximum(replicas, 2), out_a, out_b), 0.0)
     backward_last = 2 * stage_fwd + recompute
     dp_exposed = np.where(replicas > 1, np.maximum(t_dp - backward_last, t_dp / stage_layers), 0.0)
 
     # ---- ZeRO-3: parameter all-gathers before each forward and backward, prefetched
-    t_ag = np.where(replicas > 1, comm.allgather_time(n_dp, np.maximum(replicas, 2), out.alpha, out.beta), 0.0)
+    t_ag = np.where(replicas > 1, comm.allgather_time(n_dp, np.maximum(replicas, 2), out_a, out_b), 0.0)
     zero3 = np.where(zero == 3, m * np.maximum(0.0, 2 * t_ag - (compute + recompute)), 0.0)
 
     local = psi_gpu / np.where(zero >= 1, replicas, 1)
@@ -322,13 +398,17 @@ def _check(cfg, gpus, gpu, tp, pp, dp, cp, ep, vpp, micro_batch, global_batch, s
 
 def estimate(model, *, gpus, gpu="h100-sxm", tp, pp, dp, cp=1, ep=1, vpp=1, micro_batch=1,
              global_batch, seq, zero=1, recompute="none", sequence_parallel=True,
-             dtype="bf16", gpus_per_node=8) -> Estimate:
+             dtype="bf16", gpus_per_node=8, attention="flash") -> Estimate:
     """Step time, throughput and memory of one configuration (chapter 27; see the module
     notes for the model). ``model``: a :mod:`dtbook.models` name or a ``TransformerConfig``;
     ``gpu``: an accelerator of :mod:`dtbook.hardware`; ``ep`` splits the experts over the
     data-parallel (and context-parallel) replicas. Bad arguments raise ``ValueError`` naming
-    the argument."""
+    the argument. ``attention``: ``"flash"`` (default: a fused kernel that skips the masked
+    half and keeps no score matrix) or ``"unfused"`` (the score matrix materialised, soft-maxed
+    and dropped out in HBM, Megatron-LM before FlashAttention)."""
     cfg = resolve_model(model)
+    if attention not in ATTENTION:
+        raise ValueError(f"attention must be one of {ATTENTION}, got {attention!r}")
     if isinstance(gpu, str):
         gpu = gpu.strip().lower()
     _check(cfg, gpus, gpu, tp, pp, dp, cp, ep, vpp, micro_batch, global_batch, seq, zero,
@@ -336,7 +416,8 @@ def estimate(model, *, gpus, gpu="h100-sxm", tp, pp, dp, cp=1, ep=1, vpp=1, micr
     cols = dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=micro_batch, zero=zero,
                 recompute=RECOMPUTE.index(recompute), sequence_parallel=int(bool(sequence_parallel)))
     out = evaluate(cfg, gpus=gpus, gpu=gpu, seq=seq, global_batch=global_batch, dtype=dtype,
-                   gpus_per_node=gpus_per_node, cols={k: np.array([v]) for k, v in cols.items()})
+                   gpus_per_node=gpus_per_node, cols={k: np.array([v]) for k, v in cols.items()},
+                   attention=attention)
     val = {k: float(np.asarray(v).reshape(-1)[0]) for k, v in out.items()}
     acc = hardware.get(gpu)
     step = val["step_time"]
@@ -344,7 +425,7 @@ def estimate(model, *, gpus, gpu="h100-sxm", tp, pp, dp, cp=1, ep=1, vpp=1, micr
     config = dict(model=cfg.name, gpus=gpus, gpu=gpu, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp,
                   micro_batch=micro_batch, global_batch=global_batch, seq=seq, zero=zero,
                   recompute=recompute, sequence_parallel=bool(sequence_parallel), dtype=dtype,
-                  gpus_per_node=gpus_per_node)
+                  gpus_per_node=gpus_per_node, attention=attention)
     breakdown = {k: val[k] for k in ("compute", "recompute", "elementwise", "tp_comm", "cp_comm",
                                      "ep_comm", "pp_comm", "bubble", "dp_comm", "zero3_comm",
                                      "optimizer", "memory_state", "memory_activations")}

@@ -28,7 +28,7 @@ def predict_run(run):
     ``ValueError`` if no configuration fits."""
     fixed = _runs.printed_fields(run)
     best = search(run.model, gpus=run.gpus, gpu=run.gpu, global_batch=run.global_batch,
-                  seq=run.seq, top=1, dtype=run.dtype, **fixed)
+                  seq=run.seq, top=1, dtype=run.dtype, attention=run.attention, **fixed)
     if not best:
         raise ValueError(f"{run.name}: no configuration with the printed fields {fixed} fits")
     return best[0]
