@@ -91,21 +91,21 @@ def sparse_factor(d, k, value_bytes=2, index_bytes=4, dense_bytes=2):
 
 
 def sparse_allgather_bytes(k, world, value_bytes=2, index_bytes=4):
-    """The n of the all-gathers of a sparse all-reduce (chapter 28): every rank ends with
+    """The n of the all-gather of a sparse all-reduce (chapter 28): every rank ends with
     every rank's k pairs, world·k·(value_bytes + index_bytes) bytes, growing with P."""
     check.positive("world", world)
     return world * sparse_message_bytes(k, value_bytes, index_bytes)
 
 
 def sparse_allreduce_time(k, world, alpha, beta, value_bytes=2, index_bytes=4):
-    """α-β time of a sparse all-reduce run as two ring all-gathers, of the indices and of the
-    values (chapter 28)."""
+    """α-β time of a sparse all-reduce run as one ring all-gather of every rank's k packed
+    (index, value) pairs (chapter 28)."""
     check.positive("k", k)
     check.count("world", world)
     check.positive("value_bytes", value_bytes)
-    check.positive("index_bytes", index_bytes)
-    return (comm.allgather_time(world * k * value_bytes, world, alpha, beta)
-            + comm.allgather_time(world * k * index_bytes, world, alpha, beta))
+    check.nonnegative("index_bytes", index_bytes)
+    return comm.allgather_time(sparse_allgather_bytes(k, world, value_bytes, index_bytes),
+                               world, alpha, beta)
 
 
 def lowrank_fraction(rows, cols, rank):

@@ -93,7 +93,7 @@ def test_sparse_sizes_count_values_and_indices():
     assert cz.sparse_factor(1000, 10, 2, 4, 2) == pytest.approx(100 / 3)
     assert cz.sparse_allgather_bytes(10, 4, 2, 4) == 240
     t = cz.sparse_allreduce_time(10, 4, 1e-6, 1e9, 2, 4)
-    assert t == pytest.approx(comm.allgather_time(80, 4, 1e-6, 1e9) + comm.allgather_time(160, 4, 1e-6, 1e9))
+    assert t == pytest.approx(comm.allgather_time(240, 4, 1e-6, 1e9))
 
 
 def test_breakeven_beta_is_where_the_saving_changes_sign():
@@ -112,7 +112,7 @@ def test_sparse_allreduce_on_gloo_equals_the_sum_of_the_sparse_vectors():
         from dtbook.parallel.counting import CommCounter
         g = torch.randn(100, generator=torch.Generator().manual_seed(rank))
         idx, val = C.topk(g, 7)
-        with CommCounter() as c:
+        with CommCounter(functional=False) as c:
             out = C.sparse_allreduce(idx, val.half(), 100)
         return g, out, c.counts(), c.bytes()
 
@@ -120,5 +120,5 @@ def test_sparse_allreduce_on_gloo_equals_the_sum_of_the_sparse_vectors():
     want = sum(C.densify(*(lambda i, v: (i, v.half().float()))(*C.topk(g, 7)), 100) for g, *_ in results)
     for _, out, counts, nbytes in results:
         assert torch.allclose(out, want, atol=1e-6)
-        assert counts == {"all_gather_into_tensor": 2}
+        assert counts == {"all_gather_into_tensor": 1}
         assert nbytes["all_gather_into_tensor"] == cz.sparse_allgather_bytes(7, 3, 2, 4)

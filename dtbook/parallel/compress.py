@@ -7,8 +7,9 @@ Each is a few lines a reader can check against the algebra of chapter 28:
   d/k so the estimate stays unbiased), returned as (indices, values);
 * :class:`ErrorFeedback`: remember what a compressor dropped and add it back next step;
 * :func:`powersgd_step`: one power iteration G ≈ P Qᵀ, as in PowerSGD;
-* :func:`sparse_allreduce`: the sum over ranks of a sparse (index, value) message, by an
-  all-gather of the indices and of the values, then a scatter-add into a dense vector.
+* :func:`sparse_allreduce`: the sum over ranks of a sparse (index, value) message, by one
+  all-gather of every rank's packed indices and values, then a scatter-add into a dense
+  vector.
 
 Everything works on flat 1-D tensors (a matrix for PowerSGD) and on one process, except
 :func:`sparse_allreduce`, which runs inside a torch.distributed worker.
@@ -83,19 +84,23 @@ def powersgd_step(G, Q):
 
 
 def sparse_allreduce(idx, values, numel, group=None, index_dtype=None):
-    """Sum a sparse message over the ranks (chapter 28). Every rank all-gathers every rank's
-    k indices and k values (k equal on all ranks), then adds them into a dense vector of
-    ``numel`` entries; returns that dense sum in float32, on every rank. Indices
-    travel as ``index_dtype`` (default int32: enough for 2³¹ entries)."""
+    """Sum a sparse message over the ranks (chapter 28). Every rank packs its k indices and
+    k values into one byte buffer, all-gathers every rank's buffer (k equal on all ranks),
+    unpacks and adds them into a dense vector of ``numel`` entries; returns that dense sum in
+    float32, on every rank. Indices travel as ``index_dtype`` (default int32: enough for 2³¹
+    entries), values in their own dtype (send fp16 for 2 bytes each)."""
     import torch
     import torch.distributed as dist
 
     world = dist.get_world_size(group)
     idx = idx.to(index_dtype or torch.int32).contiguous()
     values = values.contiguous()
-    all_idx = torch.empty(world * idx.numel(), dtype=idx.dtype)
-    all_val = torch.empty(world * values.numel(), dtype=values.dtype)
+    packed = torch.cat([idx.view(torch.uint8), values.view(torch.uint8)])  # one message
+    gathered = torch.empty(world * packed.numel(), dtype=torch.uint8)
     gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor  # torch 2.13 name
-    gather(all_idx, idx, group=group)
-    gather(all_val, values, group=group)
+    gather(gathered, packed, group=group)
+    rows = gathered.view(world, packed.numel())
+    cut = idx.numel() * idx.element_size()
+    all_idx = rows[:, :cut].contiguous().view(idx.dtype).reshape(-1)
+    all_val = rows[:, cut:].contiguous().view(values.dtype).reshape(-1)
     return densify(all_idx, all_val.float(), numel)
