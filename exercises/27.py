@@ -68,12 +68,12 @@ def _():
 
 @exercise(
     "27.4",
-    prompt=("Each trial run of a configuration takes 6 minutes on 64 GPUs rented at $4 per "
-            "GPU-hour. A grid search needs 1000 trials, a Bayesian search 50. How many hours "
+    prompt=("Each trial run of a configuration takes 6 minutes on 64 GPUs rented at 4 dollars "
+            "per GPU-hour. A grid search needs 1000 trials, a Bayesian search 50. How many hours "
             "of wall-clock and how many dollars does the Bayesian search save? Answer as a "
             "pair (hours, dollars)."),
     unit=("h", ""),
-    hint="Hours = trials × 0.1 h; dollars = hours × 64 GPUs × $4.",
+    hint="Hours = trials × 0.1 h; dollars = hours × 64 GPUs × 4 dollars.",
     book_answer=(95, 24320),
 )
 def _():
