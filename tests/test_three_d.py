@@ -21,12 +21,12 @@ def test_rank_params_count_the_sharded_block(hidden, layers, tp):
     assert count == composition.megatron_rank_params(hidden, layers, tp)
 
 
-def _worker(rank, world, dims, model, xs, ys, m):
+def _worker(rank, world, groups, model, xs, ys, m):
     from dtbook.parallel import three_d
     from dtbook.parallel.counting import CommCounter
 
     c = (CommCounter(), CommCounter())
-    out = three_d.train_3d(rank, world, dims, model, xs, ys, lr=1e-3, microbatches=m, counters=c)
+    out = three_d.train_3d(rank, world, groups, model, xs, ys, lr=1e-3, microbatches=m, counters=c)
     out["counts"] = (c[0].counts(), c[1].counts())
     return out
 
@@ -43,7 +43,7 @@ def test_tp_pp_run_equals_one_process():
     try:
         model = three_d.make_model(8, 2, 2)
         xs, ys = three_d.make_data(steps, m * 2, 4, 8)
-        results = launch(_worker, 4, dims, model, xs, ys, m, timeout=120)
+        results = launch(_worker, 4, three_d.mesh_groups(dims), model, xs, ys, m, timeout=120)
         ref = copy.deepcopy(model)
         three_d.train_reference(ref, xs, ys, 1e-3)
         for r in results:
@@ -57,3 +57,12 @@ def test_tp_pp_run_equals_one_process():
             assert dp == {"all_reduce": steps}
     finally:
         torch.set_default_dtype(old)
+
+
+def test_the_ranks_module_does_not_import_sympy():
+    # each of eight ranks on two cores would pay about a second for it (chapter 24's budget)
+    import subprocess
+    import sys
+
+    code = "import sys, dtbook.parallel.three_d; assert 'sympy' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

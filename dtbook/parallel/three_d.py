@@ -1,7 +1,8 @@
 """3D parallelism by hand: Megatron TP inside each pipeline stage, 1F1B between stages, data
 parallelism across replicas, all on one (DP, PP, TP) mesh (chapter 24).
 
-Nothing here is new: the groups come from :class:`dtbook.mesh.Mesh` (chapter 23), a stage
+Nothing here is new: the groups come from :class:`dtbook.mesh.Mesh` (chapter 23,
+:func:`mesh_groups`), a stage
 is a stack of :class:`dtbook.parallel.tensor.ParallelBlock` (chapter 15) cut from the
 single-process model, the stage runs the 1F1B action list of :func:`dtbook.schedules.build`
 with :func:`dtbook.parallel.pipeline.run_schedule` (chapter 16), and the replicas average
@@ -20,14 +21,13 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from dtbook import mesh as _mesh
 from dtbook import schedules
 from dtbook.parallel.data import allreduce_bucketed
 from dtbook.parallel.pipeline import run_schedule
 from dtbook.parallel.tensor import Block, ParallelBlock
 
-__all__ = ["make_model", "make_data", "train_reference", "shard_stage", "train_3d",
-           "state_bytes"]
+__all__ = ["make_model", "make_data", "train_reference", "shard_stage", "mesh_groups",
+           "train_3d", "state_bytes"]
 
 
 def make_model(hidden, heads, layers, seed=0):
@@ -66,12 +66,25 @@ def shard_stage(model, pp_rank, pp, tp_rank, tp, group=None):
                            for b in blocks[pp_rank * per:(pp_rank + 1) * per]))
 
 
-def _groups(m: _mesh.Mesh, rank, axes):
+def mesh_groups(dims):
+    """Every rank's coordinates and the groups of each axis of the (dp, pp, tp) mesh of shape
+    ``dims``, from :class:`dtbook.mesh.Mesh` (chapter 23), as plain tuples. Call it in the
+    parent and hand the result to the ranks: it imports SymPy (through dtbook.mesh), which
+    costs each of eight ranks about a second of CPU."""
+    from dtbook.mesh import Mesh
+
+    m = Mesh(dims, names=("dp", "pp", "tp"))
+    return {"dims": tuple(int(x) for x in dims),
+            "coords": [m.coords(r) for r in range(m.size)],
+            **{axis: m.groups(axis) for axis in ("dp", "pp", "tp")}}
+
+
+def _new_groups(groups, rank, axes):
     """Create every group of every axis in ``axes`` (all ranks must, in the same order) and
     return the one holding ``rank`` for each."""
     mine = {}
     for axis in axes:
-        for ranks in m.groups(axis):
+        for ranks in groups[axis]:
             g = dist.new_group(list(ranks))
             if rank in ranks:
                 mine[axis] = g
@@ -88,8 +101,9 @@ def state_bytes(module, optimizer):
             "optimizer": nbytes(moments)}
 
 
-def train_3d(rank, world, dims, model, xs, ys, *, lr, microbatches, counters=None):
-    """Train ``model`` on a (dp, pp, tp) = ``dims`` mesh; this is rank ``rank``'s part.
+def train_3d(rank, world, groups, model, xs, ys, *, lr, microbatches, counters=None):
+    """Train ``model`` on the (dp, pp, tp) mesh described by ``groups`` (from
+    :func:`mesh_groups`); this is rank ``rank``'s part.
 
     Returns this rank's coordinates, its stage's final ``state_dict``, the per-step loss (on
     the last stage) and :func:`state_bytes`. ``counters``: optional ``(schedule, dp)``
@@ -97,13 +111,12 @@ def train_3d(rank, world, dims, model, xs, ys, *, lr, microbatches, counters=Non
     the pipeline schedule (which issues the TP all-reduces and the PP sends) and around the
     DP all-reduce of every step.
     """
-    dp, pp, tp = dims
+    dp, pp, tp = groups["dims"]
     torch.set_default_dtype(xs.dtype)             # the runner's receive buffers match the data
-    m3 = _mesh.Mesh(dims, names=("dp", "pp", "tp"))
-    d, p, t = m3.coords(rank)
-    groups = _groups(m3, rank, ("tp", "dp"))      # the PP axis uses point-to-point sends
-    stage = shard_stage(model, p, pp, t, tp, groups["tp"])
-    pp_group = m3.group_of(rank, "pp")
+    d, p, t = groups["coords"][rank]
+    mine = _new_groups(groups, rank, ("tp", "dp"))  # the PP axis uses point-to-point sends
+    stage = shard_stage(model, p, pp, t, tp, mine["tp"])
+    pp_group = next(g for g in groups["pp"] if rank in g)
     peers = (pp_group[p - 1] if p > 0 else None, pp_group[p + 1] if p < pp - 1 else None)
     actions = schedules.build("1f1b", pp, microbatches)[p]
     opt = torch.optim.Adam(stage.parameters(), lr=lr)
@@ -112,15 +125,15 @@ def train_3d(rank, world, dims, model, xs, ys, *, lr, microbatches, counters=Non
     act_shape = (xs.shape[1] // (dp * microbatches),) + tuple(xs.shape[2:])  # one microbatch
     losses = []
     for x, y in zip(xs, ys):
-        mine = slice(d * microbatches, (d + 1) * microbatches)
-        xb = x.reshape(dp * microbatches, *act_shape)[mine]
-        yb = y.reshape(dp * microbatches, *act_shape)[mine]
+        part = slice(d * microbatches, (d + 1) * microbatches)  # this replica's microbatches
+        xb = x.reshape(dp * microbatches, *act_shape)[part]
+        yb = y.reshape(dp * microbatches, *act_shape)[part]
         opt.zero_grad()
         with counters[0] if counters else _null():
             out = run_schedule(stage, actions, p, pp, act_shape, inputs=xb, targets=yb,
                                loss_fn=F.mse_loss, microbatches=microbatches, peers=peers)
         with counters[1] if counters else _null():
-            allreduce_bucketed(params, one_bucket, dp, group=groups["dp"])
+            allreduce_bucketed(params, one_bucket, dp, group=mine["dp"])
         opt.step()
         losses.append(out["loss"])
     return {"coords": (d, p, t), "state": {k: v.detach().clone() for k, v in stage.state_dict().items()},
