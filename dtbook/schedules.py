@@ -27,9 +27,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 __all__ = ["Action", "SCHEDULES", "build", "simulate", "Simulation", "DeadlockError",
-           "book_1f1b", "from_torch"]
+           "book_1f1b", "from_torch", "dualpipe_v", "table2_bubble"]
 
-SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1")
+SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "dualpipe-v")
 
 
 @dataclass(frozen=True)
@@ -143,6 +143,10 @@ def build(schedule, stages, microbatches, *, virtual_stages=1):
     P = _whole("stages", stages)
     m = _whole("microbatches", microbatches)
     v = _whole("virtual_stages", virtual_stages)
+    if schedule == "dualpipe-v":
+        if v not in (1, 2):
+            raise ValueError(f"dualpipe-v holds two chunks per rank; got virtual_stages={v}")
+        return dualpipe_v(P, m)
     if schedule == "interleaved-1f1b":
         if m % P:
             raise ValueError(f"interleaved-1f1b needs microbatches to be a multiple of stages "
@@ -170,11 +174,47 @@ def book_1f1b(stages, microbatches):
     return out
 
 
+def dualpipe_v(stages, microbatches):
+    """DualPipe-V (DeepSeek-V3's DualPipe folded into a V, chapter 31a), as PyTorch's
+    ``ScheduleDualPipeV`` writes it: P ranks hold 2P stages, rank r holds stages r and
+    2P − 1 − r; its overlapped ``F&B`` pairs run here one after the other (the simulator
+    prices communication at zero, so overlap has nothing to hide). Needs torch and
+    ``microbatches >= 2 * stages``. Simulate with ``virtual_stages=2``."""
+    P, m = _whole("stages", stages, 2), _whole("microbatches", microbatches)
+    if m < 2 * P:
+        raise ValueError(f"dualpipe-v needs microbatches >= 2 * stages; got microbatches={m}, "
+                         f"stages={P}")
+    from torch.distributed.pipelining._schedule_visualizer import get_schedule_ops
+    from torch.distributed.pipelining.schedules import ScheduleDualPipeV
+    return from_torch(get_schedule_ops(ScheduleDualPipeV, P, m, num_stages_per_rank=2))
+
+
+def table2_bubble(schedule, stages, t_forward, t_backward, t_weight=0.0, t_overlap=None):
+    """Idle time per rank from DeepSeek-V3's Table 2 (arXiv 2412.19437), chapter 31a:
+    1F1B ``(P − 1)(F + B)``, ZB1P ``(P − 1)(F + B − 2W)``, DualPipe
+    ``(P/2 − 1)(F&B + B − 3W)`` with F, B, W one chunk's times and F&B the time of an
+    overlapped forward-and-backward pair (``t_overlap``; default F + B, no overlap). Here B
+    is the full backward (input and weight gradients), so B includes W. DualPipe-V on P
+    ranks is DualPipe on 2P ranks folded in half: pass ``stages = 2P`` and chunk times."""
+    P = _whole("stages", stages, 2)
+    F, B = _number("t_forward", t_forward, True), _number("t_backward", t_backward, True)
+    W = _number("t_weight", t_weight)
+    FB = F + B if t_overlap is None else _number("t_overlap", t_overlap, True)
+    if schedule == "1f1b":
+        return (P - 1) * (F + B)
+    if schedule == "zb1p":
+        return (P - 1) * (F + B - 2 * W)
+    if schedule == "dualpipe":
+        return (P / 2 - 1) * (FB + B - 3 * W)
+    raise ValueError(f"unknown schedule {schedule!r}; Table 2 gives 1f1b, zb1p, dualpipe")
+
+
 def from_torch(ops):
     """Turn PyTorch's per-rank action lists (``schedule.pipeline_order`` or
     ``torch.distributed.pipelining._schedule_visualizer.get_schedule_ops``) into ours:
     FORWARD → F, FULL_BACKWARD → B, BACKWARD_INPUT → B, BACKWARD_WEIGHT → W; idle slots
-    (None) and gradient reductions are dropped (chapter 16)."""
+    (None) and gradient reductions are dropped (chapter 16). An OVERLAP_F_B pair (DualPipe-V)
+    becomes its two actions, forward first (chapter 31a)."""
     kinds = {"FORWARD": "F", "FULL_BACKWARD": "B", "BACKWARD_INPUT": "B",
              "BACKWARD_WEIGHT": "W"}
     out = []
@@ -182,6 +222,9 @@ def from_torch(ops):
         acts = []
         for a in rank_ops:
             if a is None:
+                continue
+            if getattr(a.computation_type, "name", "") == "OVERLAP_F_B":
+                acts += from_torch([list(a.sub_actions)])[0]
                 continue
             kind = kinds.get(getattr(a.computation_type, "name", ""))
             if kind is None:
@@ -223,9 +266,12 @@ class Simulation:
 
 
 def _durations(orders, v, t_forward, t_backward, t_weight):
-    split = any(a.kind == "W" for acts in orders for a in acts)
-    back = t_backward if split else t_backward + t_weight
-    return {"F": t_forward / v, "B": back / v, "W": t_weight / v}, split
+    """Per-kind durations, and the (microbatch, stage) pairs whose backward is split off a
+    W. A B with no W of its own is a full backward and pays t_backward + t_weight (DualPipe-V
+    mixes both kinds)."""
+    split = {(a.microbatch, a.stage) for acts in orders for a in acts if a.kind == "W"}
+    return {"F": t_forward / v, "B": t_backward / v, "W": t_weight / v,
+            "B_full": (t_backward + t_weight) / v}, split
 
 
 def _number(name, value, positive=False):
@@ -282,7 +328,8 @@ def simulate(schedule, stages, microbatches, *, virtual_stages=1, t_forward=1.0,
                 if any(d not in done for d in need):
                     break
                 start = max([free[r]] + [done[d] for d in need])
-                end = start + dur[a.kind]
+                kind = a.kind if a.kind != "B" or (a.microbatch, a.stage) in split else "B_full"
+                end = start + dur[kind]
                 done[a] = end
                 free[r] = end
                 timeline[r].append((a, start, end))
@@ -303,7 +350,7 @@ def _peak(timeline, split):
     for a, start, end in timeline:
         if a.kind == "F":
             events.append((start, 1))
-        elif a.kind == ("W" if split else "B"):
+        elif a.kind == ("W" if (a.microbatch, a.stage) in split else "B"):
             events.append((end, -1))
     held = peak = 0
     for _, step in sorted(events):  # at equal times the release (-1) sorts first

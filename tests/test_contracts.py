@@ -95,6 +95,7 @@ def _baselines():
         "estimate.worst_case_factor": dict(_args=(2.0, 3.0)),
         "estimate.interval_product": dict(_args=((1.0, 2.0), (3.0, 4.0))),
         "flops.matmul_params": dict(cfg=cfg),
+        "kv_cache.bytes_per_token_layer": dict(cfg=cfg),  # chapter 31a
         "flops.transformer_matmul_flops": dict(cfg=cfg, batch=4, seq=2048),
         "scaling.fit_power_law": dict(x=x, y=3.0 * x ** -0.3),
         "scaling.fit_broken_power_law": dict(x=x, y=3.0 * x ** -0.3),

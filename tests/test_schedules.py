@@ -109,3 +109,43 @@ def test_pytorchs_zero_bubble_orders_simulate():
     il = S.simulate("interleaved-1f1b", 4, 8, virtual_stages=2, t_forward=1, t_backward=1,
                     t_weight=1)
     assert izb.bubble_fraction < il.bubble_fraction
+
+
+# ---- DualPipe-V (chapter 31a): PyTorch's schedule under our simulator, against Table 2 of
+# the DeepSeek-V3 report (arXiv 2412.19437).
+
+@pytest.mark.parametrize("P,m", [(2, 4), (3, 7), (4, 8), (4, 13), (8, 16)])
+def test_dualpipe_v_against_table2_and_1f1b(P, m):
+    for tf, tb, tw in itertools.product((0.5, 1.0), (1.0, 2.0), (0.0, 0.25, 0.5)):
+        r = S.simulate("dualpipe-v", P, m, virtual_stages=2, t_forward=tf, t_backward=tb,
+                       t_weight=tw)
+        idle = [r.makespan - b for b in r.busy]
+        # every rank waits the same, and the wait does not grow with m
+        assert max(idle) - min(idle) < 1e-9
+        more = S.simulate("dualpipe-v", P, m + 5, virtual_stages=2, t_forward=tf,
+                          t_backward=tb, t_weight=tw)
+        assert more.makespan - max(more.busy) == pytest.approx(idle[0], abs=1e-9)
+        # 1F1B's idle is Table 2's (P - 1)(F + B) exactly (B the full backward) ...
+        one = S.simulate("1f1b", P, m, t_forward=tf, t_backward=tb, t_weight=tw)
+        assert one.makespan - one.busy[0] == pytest.approx(S.table2_bubble("1f1b", P, tf, tb + tw))
+        # ... and DualPipe-V (DualPipe on 2P chunks, F&B not overlapped) stays within
+        # Table 2's (PP/2 - 1)(F&B + B - 3W) and below 1F1B
+        bound = S.table2_bubble("dualpipe", 2 * P, tf / 2, (tb + tw) / 2, tw / 2)
+        assert idle[0] <= bound + 1e-9
+        assert idle[0] < one.makespan - one.busy[0]
+
+
+def test_dualpipe_v_every_action_once_and_its_memory():
+    P, m = 4, 8
+    orders = S.build("dualpipe-v", P, m)
+    for r, acts in enumerate(orders):
+        assert {a.stage for a in acts} == {r, 2 * P - 1 - r}          # the V placement
+        assert sum(a.kind == "F" for a in acts) == 2 * m
+    r = S.simulate("dualpipe-v", P, m, virtual_stages=2)
+    # each rank holds at most 2P + 1 chunk activations: P + 1/2 stages' worth of 1F1B's
+    assert r.peak_activations == [2 * P + 1] * P
+
+
+def test_dualpipe_v_refuses_too_few_microbatches():
+    with pytest.raises(ValueError, match="microbatches"):
+        S.build("dualpipe-v", 4, 7)
