@@ -134,6 +134,9 @@ def parse_quantity(text: str) -> Quantity:
         raise ValueError(f"expected a string such as '208 GB', got {type(text).__name__}")
     s = (text.strip().replace("\u2009", " ").replace("\u00a0", " ").replace("\u202f", " ")
          .replace("\u2212", "-"))  # the Unicode minus the prompts print
+    # the book's own scientific notation, "5.88×10²³" (fmt_sci), reads as 5.88e23
+    s = re.sub(r"^([-+$]?[\d.,]+)\s*[×x]\s*10([⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+)",
+               lambda m: f"{m.group(1)}e{m.group(2).translate(_FROM_SUPERSCRIPT)}", s)
     dollars = s.startswith("$")
     if dollars:
         s = s[1:].strip()
@@ -168,9 +171,9 @@ def _pretty(value: float, prefixes: list[tuple[float, str]], unit: str, digits: 
         return f"{value:g} {unit}"
     for scale, name in prefixes:
         if abs(value) >= scale:
-            return f"{value / scale:.{digits}g} {name}{unit}"
+            return f"{fmt_num(value / scale, digits)} {name}{unit}"
     scale, name = prefixes[-1]
-    return f"{value / scale:.{digits}g} {name}{unit}"
+    return f"{fmt_num(value / scale, digits)} {name}{unit}"
 
 
 _DEC_PREFIXES = [(1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K"), (1, "")]
@@ -188,10 +191,10 @@ def fmt_rate(bytes_per_s: float, digits: int = 3) -> str:
 
 
 def fmt_flops(flop: float, per_second: bool = False, digits: int = 3) -> str:
-    """``fmt_flops(1.2e15) == '1.2 PFLOP'``; from 1e21 up, scientific: ``'3.15e+23 FLOP'``."""
+    """``fmt_flops(1.2e15) == '1.2 PFLOP'``; from 1e21 up, scientific: ``'3.15×10²³ FLOP'``."""
     unit = "FLOP/s" if per_second else "FLOP"
     if abs(flop) >= 1e21:
-        return f"{float(flop):.{digits}g} {unit}"
+        return f"{fmt_sci(flop, digits)} {unit}"
     return _pretty(float(flop), _DEC_PREFIXES, unit, digits)
 
 
@@ -201,11 +204,12 @@ def fmt_seconds(t: float, digits: int = 3) -> str:
     for scale, name in ((year, "years"), (day, "days"), (hour, "h"), (minute, "min"), (1.0, "s"),
                         (ms, "ms"), (us, "µs"), (ns, "ns")):
         if abs(t) >= scale:
-            return f"{t / scale:.{digits}g} {name}"
-    return f"{t / ns:.{digits}g} ns"
+            return f"{fmt_num(t / scale, digits)} {name}"
+    return f"{fmt_num(t / ns, digits)} ns"
 
 
 _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+_FROM_SUPERSCRIPT = str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "-0123456789")
 
 
 def fmt_num(x: float, digits: int = 3) -> str:

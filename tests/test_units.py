@@ -75,7 +75,7 @@ def test_formatting_examples():
     assert fmt_bytes(208e9) == "208 GB" and fmt_bytes(208e9, binary=True) == "194 GiB"
     assert fmt_bytes(0) == "0 B" and fmt_bytes(512) == "512 B" and fmt_bytes(1500) == "1.5 KB"
     assert fmt_rate(50e9) == "50 GB/s"
-    assert fmt_flops(1.2e15) == "1.2 PFLOP" and fmt_flops(3.15e23) == "3.15e+23 FLOP"
+    assert fmt_flops(1.2e15) == "1.2 PFLOP" and fmt_flops(3.15e23) == "3.15×10²³ FLOP"
     assert fmt_flops(989e12, per_second=True) == "989 TFLOP/s"
     assert fmt_seconds(0.399) == "399 ms" and fmt_seconds(2e-6) == "2 µs"
     assert fmt_seconds(3 * day) == "3 days" and fmt_seconds(90) == "1.5 min"
@@ -147,3 +147,13 @@ def test_fmt_num_prints_plain_digits_or_powers_of_ten():
         assert "e+" not in fmt_num(x, d) and "e-" not in fmt_num(x, d)
     for x in (0.00123, 7.77, 42.0, 999.4, 55555.0):   # same value as g formatting, to its digits
         assert float(fmt_num(x, 3).replace(",", "")) == float(f"{x:.3g}")
+
+
+@settings(deadline=None)
+@given(magnitudes, signs, st.integers(min_value=1, max_value=8))
+def test_formatters_never_print_python_exponents(x, sign, d):
+    """Prose reads '220 ms' or '3.15×10²³', never '2.2e+02' (what `:.2g` gives for 220)."""
+    for s in (fmt_bytes(sign * x, digits=d), fmt_bytes(sign * x, binary=True, digits=d),
+              fmt_rate(sign * x, digits=d), fmt_flops(sign * x, digits=d),
+              fmt_seconds(sign * x, digits=d)):
+        assert "e+" not in s and "e-" not in s, s
