@@ -8,12 +8,14 @@ one *stage*. With ``virtual_stages = v`` a rank holds v model chunks; the model 
 Megatron and PyTorch use).
 
 :func:`build` writes the lists for ``"gpipe"``, ``"1f1b"``, ``"interleaved-1f1b"`` and
-``"zb-h1"``; :func:`simulate` runs any such lists under one cost model:
+``"zb-h1"``, and takes ``"dualpipe-v"`` from PyTorch (chapter 31a: :func:`dualpipe_v`, whose
+bubble :func:`table2_bubble` bounds); :func:`simulate` runs any such lists under one cost model:
 
 * a forward of a whole rank's share of the model takes ``t_forward``, its input-gradient
   backward ``t_backward`` and its weight-gradient backward ``t_weight`` (a chunk of an
   interleaved rank takes 1/v of each); a schedule that does not split the backward pays
-  ``t_backward + t_weight`` in its ``"B"``;
+  ``t_backward + t_weight`` in its ``"B"`` (so does any B with no W of its own, as in
+  DualPipe-V, which mixes both);
 * F(j, i) starts after F(j − 1, i); B(j, i) after B(j + 1, i) and after F(j, i); W(j, i)
   after B(j, i); a rank runs one action at a time, in its list's order;
 * communication is free (chapter 16 prices it separately).
@@ -26,10 +28,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["Action", "SCHEDULES", "build", "simulate", "Simulation", "DeadlockError",
+__all__ = ["Action", "SCHEDULES", "LATER_SCHEDULES", "build", "simulate", "Simulation", "DeadlockError",
            "book_1f1b", "from_torch", "dualpipe_v", "table2_bubble"]
 
-SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "dualpipe-v")
+SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1")
+# Chapter 31a's DualPipe-V is built from PyTorch's order and needs m >= 2P; it stays out of
+# SCHEDULES, which chapter 16's explorer and dtbook.memory offer for any P and m.
+LATER_SCHEDULES = ("dualpipe-v",)
 
 
 @dataclass(frozen=True)
@@ -134,12 +139,14 @@ def _zb_h1(P, m):
 def build(schedule, stages, microbatches, *, virtual_stages=1):
     """Per-rank ordered action lists of a named schedule (chapter 16).
 
-    ``schedule`` is one of :data:`SCHEDULES`; ``stages`` is the number of pipeline ranks P;
+    ``schedule`` is one of :data:`SCHEDULES` or ``"dualpipe-v"`` (chapter 31a,
+    :func:`dualpipe_v`); ``stages`` is the number of pipeline ranks P;
     ``virtual_stages`` (v, chunks per rank) only for ``"interleaved-1f1b"``, which needs
     ``microbatches`` to be a multiple of ``stages``.
     """
-    if schedule not in SCHEDULES:
-        raise ValueError(f"unknown schedule {schedule!r}; known: {', '.join(SCHEDULES)}")
+    if schedule not in SCHEDULES + LATER_SCHEDULES:
+        raise ValueError(f"unknown schedule {schedule!r}; known: "
+                         f"{', '.join(SCHEDULES + LATER_SCHEDULES)}")
     P = _whole("stages", stages)
     m = _whole("microbatches", microbatches)
     v = _whole("virtual_stages", virtual_stages)
@@ -298,6 +305,8 @@ def simulate(schedule, stages, microbatches, *, virtual_stages=1, t_forward=1.0,
     tb = _number("t_backward", t_backward, positive=True)
     tw = _number("t_weight", t_weight)
     if isinstance(schedule, str):
+        if schedule == "dualpipe-v":
+            v = 2  # two chunks per rank by construction, whatever was asked (chapter 31a)
         name, orders = schedule, build(schedule, P, m, virtual_stages=v)
     else:
         name, orders = "", [list(acts) for acts in schedule]

@@ -149,3 +149,9 @@ def test_dualpipe_v_every_action_once_and_its_memory():
 def test_dualpipe_v_refuses_too_few_microbatches():
     with pytest.raises(ValueError, match="microbatches"):
         S.build("dualpipe-v", 4, 7)
+
+
+def test_dualpipe_v_by_name_always_runs_two_chunks_per_rank():
+    assert S.simulate("dualpipe-v", 4, 8).makespan == S.simulate(
+        "dualpipe-v", 4, 8, virtual_stages=2).makespan
+    assert "dualpipe-v" not in S.SCHEDULES      # chapter 16's explorer offers SCHEDULES
