@@ -202,7 +202,9 @@ def table2_bubble(schedule, stages, t_forward, t_backward, t_weight=0.0, t_overl
     ``(P/2 − 1)(F&B + B − 3W)`` with F, B, W one chunk's times and F&B the time of an
     overlapped forward-and-backward pair (``t_overlap``; default F + B, no overlap). Here B
     is the full backward (input and weight gradients), so B includes W. DualPipe-V on P
-    ranks is DualPipe on 2P ranks folded in half: pass ``stages = 2P`` and chunk times."""
+    ranks is DualPipe on 2P ranks folded in half: pass ``stages = 2P`` and chunk times.
+    Under :func:`simulate` (no overlap) DualPipe-V's idle time stays within this figure when a
+    backward takes at least a forward (tests/test_schedules.py); 1F1B's equals its figure."""
     P = _whole("stages", stages, 2)
     F, B = _number("t_forward", t_forward, True), _number("t_backward", t_backward, True)
     W = _number("t_weight", t_weight)
