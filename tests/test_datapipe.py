@@ -10,7 +10,7 @@ import sympy as sp
 from hypothesis import given, strategies as st
 
 from dtbook import datapipe as dp
-from dtbook import flops, roofline
+from dtbook import flops, measure, roofline
 from dtbook.symbolic import assert_same
 from dtbook.units import GB, KB, KiB, MB, TB
 
@@ -204,13 +204,19 @@ def test_bad_dataset_arguments(tmp_path):
 def test_run_loader_counts_and_overlaps(tmp_path):
     paths = dp.write_shards(tmp_path, [dp.make_tokens(1000)], codec="zlib")
     ds = dp.ShardDataset(paths, length=8, codec="zlib", latency=0.02)
-    serial = dp.run_loader(ds, 0, compute_time=0.02, warmup=2)
-    overlapped = dp.run_loader(ds, 1, compute_time=0.02, warmup=2)
+    def both():
+        return (dp.run_loader(ds, 0, compute_time=0.02, warmup=2),
+                dp.run_loader(ds, 1, compute_time=0.02, warmup=2))
+
+    # Without workers every step waits for the whole item; with one, the wait overlaps
+    # compute. Steady-state (median) rates, re-measured before failing: a busy machine
+    # stalls the worker now and then (DESIGN.md, "Measuring on a shared machine").
+    serial, overlapped = measure.confirm(
+        both, lambda r: r[1]["median"]["throughput"] > 1.2 * r[0]["median"]["throughput"],
+        what="loader throughput, one worker against none", expected="ratio > 1.2")
     assert serial["steps"] == overlapped["steps"] == 6
     assert len(serial["waits"]) == 6
-    # without workers every step waits for the whole item; with one, the wait overlaps compute
-    assert serial["wait"] >= 0.9 * serial["item"]
-    assert overlapped["throughput"] > 1.2 * serial["throughput"]
+    assert serial["wait"] >= 0.9 * serial["item"]  # no worker: nothing hides the item
     with pytest.raises(ValueError, match="dataset"):
         dp.run_loader(dp.ShardDataset(paths, length=2, codec="zlib"), 0)
 
