@@ -85,22 +85,30 @@ def test_axis_placement_on_nodes():
     assert mesh.axis_link((32, 8), 0, 8, 1e-6, 4.5e11, 2e-6, 5e10) == (2e-6, 5e10)
 
 
+# Every shape of 4 and of 8 ranks with at least two axes, plus the flat mesh.
+TORCH_SHAPES = {
+    4: (((2, 2), ("dp", "tp")), ((4,), ("dp",))),
+    8: (((2, 2, 2), ("dp", "pp", "tp")), ((2, 4), ("dp", "tp")), ((4, 2), ("dp", "tp"))),
+}
+
+
 def _torch_groups(rank, world_size):
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
 
     out = {}
-    for dims, names in (((2, 2, 2), ("dp", "pp", "tp")), ((2, 4), ("dp", "tp"))):
+    for dims, names in TORCH_SHAPES[world_size]:
         m = init_device_mesh("cpu", dims, mesh_dim_names=names)
         out[dims] = {n: tuple(dist.get_process_group_ranks(m[n].get_group())) for n in names}
     return out
 
 
-def test_our_groups_equal_init_device_mesh():
+@pytest.mark.parametrize("world_size", sorted(TORCH_SHAPES))
+def test_our_groups_equal_init_device_mesh(world_size):
     from dtbook.dist import launch
 
-    per_rank = launch(_torch_groups, 8, timeout=120)
-    for dims, names in (((2, 2, 2), ("dp", "pp", "tp")), ((2, 4), ("dp", "tp"))):
+    per_rank = launch(_torch_groups, world_size, timeout=120)
+    for dims, names in TORCH_SHAPES[world_size]:
         ours = mesh.Mesh(dims, names)
         for rank, got in enumerate(per_rank):
             for n in names:
