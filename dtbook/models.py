@@ -21,8 +21,10 @@ What is counted, per block (pre-norm decoder, as in GPT-2/3, Llama, Mixtral, Dee
   weight and, when ``norm_bias``, a bias.
 
 Outside the blocks: the token embedding (``vocab x hidden``), a learned position table
-(``max_seq x hidden``) when ``positions == "learned"`` (rotary positions have no parameters),
-a final norm when ``final_norm``, and the output head (``hidden x vocab``, no bias) unless
+(``max_seq x hidden``) when ``positions == "learned"`` (rotary and ALiBi positions have no
+parameters),
+a final norm when ``final_norm``, a norm after the embedding when ``embedding_norm`` (BLOOM),
+and the output head (``hidden x vocab``, no bias) unless
 ``tied_embeddings``, in which case the head reuses the embedding matrix and adds nothing.
 
 Chapter 01 derives these counts and checks them against a torch model
@@ -38,14 +40,15 @@ __all__ = ["TransformerConfig", "get", "names", "tiny"]
 
 _MLP_KINDS = ("swiglu", "gelu")
 _NORM_KINDS = ("rmsnorm", "layernorm")
-_POSITION_KINDS = ("rotary", "learned")
+_POSITION_KINDS = ("rotary", "learned", "alibi")
 
 _INT_FIELDS_POSITIVE = ("hidden", "layers", "heads", "kv_heads", "ffn_hidden", "vocab", "max_seq")
 _INT_FIELDS_NONNEGATIVE = (
     "experts", "experts_per_token", "shared_experts", "dense_layers", "q_lora_rank",
     "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "mtp_layers",
 )
-_BOOL_FIELDS = ("norm_bias", "attn_bias", "mlp_bias", "tied_embeddings", "final_norm", "router_bias")
+_BOOL_FIELDS = ("norm_bias", "attn_bias", "mlp_bias", "tied_embeddings", "final_norm", "router_bias",
+                "embedding_norm")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,6 +84,7 @@ class TransformerConfig:
     tied_embeddings: bool = False
     positions: str = "rotary"
     final_norm: bool = True
+    embedding_norm: bool = False  # a norm right after the token embedding (BLOOM's StableEmbedding)
     explicit_head_dim: int | None = None  # per-head width when not hidden // heads
     # mixture of experts (experts == 0: dense)
     experts: int = 0
@@ -271,14 +275,15 @@ class TransformerConfig:
 
         Keys: ``embedding`` (token table), ``positions`` (learned position table, else 0),
         ``attention``, ``mlp`` (dense blocks' MLPs), ``routed_experts``, ``shared_experts``,
-        ``router``, ``norms`` (the blocks' norms and the final norm), ``head`` (0 when tied),
+        ``router``, ``norms`` (the blocks' norms, the final norm and the embedding norm), ``head`` (0 when tied),
         ``mtp`` (the multi-token-prediction modules' own parameters when ``include_mtp``,
         else 0).
         """
         total = dict(embedding=self.vocab * self.hidden,
                      positions=self.max_seq * self.hidden if self.positions == "learned" else 0,
                      attention=0, mlp=0, routed_experts=0, shared_experts=0, router=0,
-                     norms=self.norm_params(self.hidden) if self.final_norm else 0,
+                     norms=(self.norm_params(self.hidden) if self.final_norm else 0)
+                     + (self.norm_params(self.hidden) if self.embedding_norm else 0),
                      head=0 if self.tied_embeddings else self.vocab * self.hidden,
                      mtp=self.num_mtp_params() if include_mtp else 0)
         # Blocks come in at most two kinds (dense, MoE): count one of each and multiply.
@@ -379,6 +384,18 @@ _CATALOG: dict[str, TransformerConfig] = {c.name: c for c in (
                 "GPT-2 (Radford et al. 2019): BPE vocabulary 50257, learned positions, pre-norm "
                 "LayerNorm with bias, biases in every linear layer, final LayerNorm, output head "
                 "tied to the token embedding. The sparse attention layers have no extra weights."),
+    ),
+    TransformerConfig(
+        name="bloom-176b", hidden=14336, layers=70, heads=112, kv_heads=112, ffn_hidden=4 * 14336,
+        vocab=250880, max_seq=2048, mlp="gelu", norm="layernorm", norm_bias=True,
+        attn_bias=True, mlp_bias=True, tied_embeddings=True, positions="alibi",
+        embedding_norm=True,
+        source=(_HF + "bigscience/bloom/blob/main/config.json (hidden 14336, 70 layers, 112 "
+                "heads, vocab_size 250880) and the model card ('176,247,271,424 parameters: "
+                "3,596,615,680 embedding parameters'; LayerNorm on the word embeddings, ALiBi, "
+                "GeLU); github.com/bigscience-workshop/bigscience train/tr11-176B-ml/README.md "
+                "(one block 12h^2 + 13h, tied embedding padded to 250880, sequence 2048). "
+                "Le Scao et al. 2022, arXiv:2211.05100"),
     ),
     TransformerConfig(
         name="llama2-7b", hidden=4096, layers=32, heads=32, kv_heads=32, ffn_hidden=11008,

@@ -15,6 +15,9 @@ from dtbook.models import TransformerConfig
 # headers (shown rounded on the model page, exact in the Hub API's "safetensors.total";
 # transformers' model.num_parameters() gives the same figure).
 EXACT_TOTALS = {
+    # bigscience/bloom model card: "176,247,271,424 parameters" (Le Scao et al. 2022,
+    # arXiv:2211.05100, "176,247M")
+    "bloom-176b": 176_247_271_424,
     # meta-llama/Llama-2-7b-hf (Llama 2 paper, arXiv:2307.09288, "7B")
     "llama2-7b": 6_738_415_616,
     # meta-llama/Llama-2-13b-hf
@@ -198,7 +201,8 @@ def test_breakdown_sums_to_total(name):
     assert sum(cfg.layer_params(i) for i in range(cfg.layers)) == (
         cfg.num_params() - cfg.num_embedding_params()
         - (0 if cfg.tied_embeddings else cfg.vocab * cfg.hidden)
-        - (cfg.norm_params(cfg.hidden) if cfg.final_norm else 0))
+        - (cfg.norm_params(cfg.hidden) if cfg.final_norm else 0)
+        - (cfg.norm_params(cfg.hidden) if cfg.embedding_norm else 0))
 
 
 def test_breakdown_details():
@@ -214,6 +218,20 @@ def test_breakdown_details():
     assert ds["mlp"] == 3 * 3 * 7168 * 18432
     assert ds["shared_experts"] == 58 * 3 * 7168 * 2048
     assert ds["router"] == 58 * (7168 * 256 + 256)
+
+
+def test_bloom_closed_form_and_embedding():
+    # The BigScience README's sizes, derived independently: 12 h^2 + 13 h per block, the
+    # tied 250880 x h embedding (the model card's "3,596,615,680 embedding parameters"), and
+    # 2 h for each of the two extra LayerNorms (after the embedding, at the end); ALiBi and
+    # the embedding norm are what set BLOOM apart from the GPT-3 block.
+    cfg = models.get("bloom-176b")
+    h, L, V = cfg.hidden, cfg.layers, cfg.vocab
+    assert cfg.num_embedding_params() == 3_596_615_680
+    assert cfg.num_params() == L * (12 * h * h + 13 * h) + V * h + 2 * 2 * h
+    plain = dataclasses.replace(cfg, embedding_norm=False)
+    assert cfg.num_params() - plain.num_params() == 2 * h
+    assert dataclasses.replace(cfg, positions="learned").num_params() - cfg.num_params() == 2048 * h
 
 
 def test_embedding_params():
@@ -301,7 +319,8 @@ def test_frozen():
     (dict(heads=True), "heads"),
     (dict(mlp="relu"), "mlp"),
     (dict(norm="batchnorm"), "norm"),
-    (dict(positions="alibi"), "positions"),
+    (dict(positions="sinusoidal"), "positions"),
+    (dict(embedding_norm=1), "embedding_norm"),
     (dict(norm_bias=True), "norm_bias"),
     (dict(attn_bias="yes"), "attn_bias"),
     (dict(experts=4, experts_per_token=5), "experts_per_token"),
