@@ -17,6 +17,7 @@ of the micro-batches its pipeline stage holds at once (per layer from
 schedule's activations in flight from :mod:`dtbook.schedules`, less what recomputation
 drops), the fp32 logits, the buffers that are easy to forget (communication buckets, a
 gradient-accumulation buffer, kernel workspace) and an allowance for fragmentation.
+:func:`ddp_bucket_bytes` and :func:`sharded_buffer_bytes` size the communication buffers.
 
 All results are in bytes (SI base unit); convert at the edges with dtbook.units.
 """
@@ -195,6 +196,37 @@ def quadratic_crossover_seq(hidden, heads, linear_coeff=34, quadratic_coeff=5):
     check.positive("linear_coeff", linear_coeff)
     check.positive("quadratic_coeff", quadratic_coeff)
     return linear_coeff * hidden / (quadratic_coeff * heads)
+
+
+def ddp_bucket_bytes(params, grad_bytes=2, gradient_as_bucket_view=False):
+    """Bytes DDP's gradient buckets add to a device (chapter 19): DDP copies every gradient
+    into flat bucket buffers and all-reduces those, so the buckets together hold all Ψ
+    gradients again, ``grad_bytes``·Ψ, unless ``gradient_as_bucket_view=True`` makes the
+    gradients views into the buckets (0 extra). Pass it as ``device_memory(bucket_bytes=...)``.
+    """
+    check.nonnegative("params", params)
+    check.nonnegative("grad_bytes", grad_bytes)
+    return 0 * params if gradient_as_bucket_view else grad_bytes * params
+
+
+def sharded_buffer_bytes(unit_params, gathers=2, reduces=1, param_bytes=2, reduce_bytes=2):
+    """Bytes of ZeRO-3 / FSDP's communication buffers on a device at their peak (chapter 19).
+
+    Each all-gather fills an output buffer with a whole unit's parameters (``unit_params``
+    of them, ``param_bytes`` each), and each reduce-scatter reads an input buffer with a
+    whole unit's gradients (``reduce_bytes`` each; 4 when gradients are reduced in fp32).
+    ``gathers`` units are gathered at once (the one computing and the one prefetched: 2 by
+    default, FSDP2's one-unit lookahead) and ``reduces`` reduce-scatters are in flight:
+    ``(gathers·param_bytes + reduces·reduce_bytes)·unit_params``. The scattered output, the
+    gradient shard, is counted with the gradients. Pass it as
+    ``device_memory(bucket_bytes=...)``.
+    """
+    check.nonnegative("unit_params", unit_params)
+    check.nonnegative("gathers", gathers)
+    check.nonnegative("reduces", reduces)
+    check.nonnegative("param_bytes", param_bytes)
+    check.nonnegative("reduce_bytes", reduce_bytes)
+    return (gathers * param_bytes + reduces * reduce_bytes) * unit_params
 
 
 _QUADRATIC = ("softmax_output", "attn_dropout_mask", "attn_dropout_output")

@@ -86,3 +86,63 @@ def test_bad_arguments_are_named(kwargs, name):
 def test_crossover():
     assert memory.quadratic_crossover_seq(4096, 32, 11, 1) == 1408
     assert memory.quadratic_crossover_seq(4096, 32) == pytest.approx(870.4)
+
+
+def _buffer_worker(rank, world_size):
+    # DDP's buckets and FSDP2's all-gather / reduce-scatter buffers, read off the tensors
+    import torch
+    import torch.nn as nn
+    from torch.distributed.fsdp import fully_shard
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    from dtbook.parallel.counting import CommCounter
+
+    def make():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 8))
+
+    out = {}
+    for as_view in (False, True):
+        model = make().to(torch.bfloat16)
+        ddp = DDP(model, gradient_as_bucket_view=as_view)
+        buckets = []
+
+        def hook(state, bucket):
+            buckets.append(bucket.buffer())
+            fut = torch.futures.Future()
+            fut.set_result(bucket.buffer())
+            return fut
+        ddp.register_comm_hook(None, hook)
+        ddp(torch.randn(4, 32).bfloat16()).float().sum().backward()
+        grads = {p.grad.untyped_storage().data_ptr() for p in model.parameters()}
+        shared = grads & {b.untyped_storage().data_ptr() for b in buckets}
+        # bytes of bucket storage that is not also a gradient's storage
+        extra = sum(b.untyped_storage().nbytes() for b in buckets
+                    if b.untyped_storage().data_ptr() not in shared)
+        out[as_view] = dict(extra=extra, psi=sum(p.numel() for p in model.parameters()))
+    model = make()
+    units = [m for m in model if isinstance(m, nn.Linear)]
+    for m in units:
+        fully_shard(m)
+    fully_shard(model)
+    with CommCounter() as c:
+        model(torch.randn(4, 32)).sum().backward()
+    out["fsdp"] = dict(calls=[(k.op, k.nbytes) for k in c.calls],
+                       units=[sum(p.numel() for p in m.parameters()) for m in units])
+    return out
+
+
+def test_forgotten_buffers_match_the_tensors():
+    from dtbook.dist import launch
+
+    for r in launch(_buffer_worker, 2, timeout=120):
+        for as_view in (False, True):
+            got = r[as_view]
+            assert got["extra"] == memory.ddp_bucket_bytes(got["psi"], 2, as_view)
+        gathers = sorted(n for op, n in r["fsdp"]["calls"] if "all_gather" in op)
+        scatters = sorted(n for op, n in r["fsdp"]["calls"] if "reduce_scatter" in op)
+        units = sorted(r["fsdp"]["units"])
+        # one all-gather output per unit (forward and again in backward), one reduce-scatter input
+        assert gathers == sorted(2 * [memory.sharded_buffer_bytes(u, 1, 0, 4, 4) for u in units])
+        assert scatters == [memory.sharded_buffer_bytes(u, 0, 1, 4, 4) for u in units]
+    u = sp.Symbol("u", positive=True)
+    assert sp.simplify(memory.sharded_buffer_bytes(u) - 6 * u) == 0
