@@ -32,7 +32,7 @@ from .units import GB, TB, TFLOP, PFLOP, us
 
 __all__ = ["Accelerator", "Link", "get", "names", "accelerators", "links",
            "Tier", "Node", "node", "nodes", "ladder", "BusBandwidth", "published_busbw",
-           "MatmulCeiling", "matmul_ceiling"]
+           "MatmulCeiling", "matmul_ceiling", "AttentionKernel", "attention_kernel"]
 
 
 @dataclass(frozen=True)
@@ -512,3 +512,51 @@ def matmul_ceiling(accelerator: str) -> MatmulCeiling:
         raise ValueError(f"no measured matmul ceiling for gpu {accelerator!r}; "
                          f"available: {', '.join(_CEILINGS)}")
     return _CEILINGS[key]
+
+
+# ---------------------------------------------------------------------- attention kernels
+# Chapter 27: a fused (flash) attention kernel does not run at the dense-GEMM ceiling: its
+# two matmuls per block are interleaved with the online softmax, and its backward recomputes
+# the scores (5 matmuls where the forward has 2). Measured by the kernel's authors.
+
+@dataclass(frozen=True)
+class AttentionKernel:
+    """Best measured throughput of a fused attention kernel on ``accelerator`` (chapter 27):
+    ``forward`` and ``backward`` FLOP/s counted the kernel authors' way (causal attention
+    counts the computed half; backward counts 2.5 times the forward FLOPs, its 5 matmuls
+    against the forward's 2), the ``kernel`` and the ``source``."""
+
+    accelerator: str
+    kernel: str
+    forward: float
+    backward: float
+    source: str
+
+
+_FA2 = ("T. Dao, 'FlashAttention-2: Faster Attention with Better Parallelism and Work "
+        "Partitioning', arXiv:2307.08691 (2023), Sec. 1 and 4.1")
+_ATTENTION = {k.accelerator: k for k in (
+    AttentionKernel("a100-80gb", "FlashAttention-2", 0.73 * 312 * TFLOP, 0.63 * 312 * TFLOP,
+                    _FA2 + ": 'reaching up to 73% of the theoretical max throughput in the "
+                    "forward pass, and up to 63% ... in the backward pass' on A100 80GB SXM4 "
+                    "(forward 'up to 230 TFLOPs/s'); the best of its sweep over sequence length "
+                    "512-16k, head dimension 64/128, with and without causal mask"),
+    AttentionKernel("h100-sxm", "FlashAttention-2", 335 * TFLOP, 335 * TFLOP,
+                    _FA2 + ": 'Just running the same implementation on H100 GPUs ... we obtain "
+                    "up to 335 TFLOPs/s (Fig. 7)', forward + backward together (one figure, "
+                    "used for both passes); FlashAttention-3 (Shah et al. 2024, "
+                    "arXiv:2407.08608) is faster on Hopper but prints its backward only in a "
+                    "chart"),
+    AttentionKernel("h200", "FlashAttention-2", 335 * TFLOP, 335 * TFLOP,
+                    "the H100 SXM figure: the same GH100 GPU and clocks (" + _FA2 + ")"),
+)}
+
+
+def attention_kernel(accelerator: str) -> AttentionKernel:
+    """The measured fused-attention throughput of ``accelerator`` (chapter 27).
+    ``ValueError`` naming the accelerators that have one, for one that has none."""
+    key = accelerator.strip().lower().replace("_", "-") if isinstance(accelerator, str) else accelerator
+    if key not in _ATTENTION:
+        raise ValueError(f"no measured attention kernel for gpu {accelerator!r}; "
+                         f"available: {', '.join(_ATTENTION)}")
+    return _ATTENTION[key]

@@ -166,3 +166,18 @@ def test_published_bus_bandwidths_respect_the_line_rate():
         else:
             assert b.busbw_high > beta                      # beats the ring's ceiling
             assert b.busbw_high / comm.bus_factor(b.collective, b.ranks) <= beta
+
+
+def test_attention_kernels_sit_below_the_matmul_ceiling_and_quote_their_source():
+    # FlashAttention-2's fused kernel: up to 73% (forward) and 63% (backward) of the A100's
+    # 312 TFLOP/s, up to 335 TFLOP/s forward + backward on H100 (Dao 2023, Sec. 1 and 4.1)
+    a100 = hardware.attention_kernel("A100_80GB")
+    assert a100.forward == pytest.approx(0.73 * 312 * TFLOP) and a100.backward == pytest.approx(0.63 * 312 * TFLOP)
+    assert "73%" in a100.source and "63%" in a100.source
+    assert hardware.attention_kernel("h100-sxm").forward == 335 * TFLOP
+    for gpu in ("a100-80gb", "h100-sxm", "h200"):
+        k = hardware.attention_kernel(gpu)
+        assert k.backward <= k.forward < hardware.matmul_ceiling(gpu).flops
+        assert "2307.08691" in k.source
+    with pytest.raises(ValueError, match="a100-80gb"):
+        hardware.attention_kernel("b200")

@@ -185,3 +185,19 @@ def test_cli(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "dtbook", "plan", "nope", "--gpus", "8",
                           "--batch", "8", "--seq", "8"], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "llama3-70b" in bad.stderr
+
+
+def test_flash_attention_core_runs_at_the_kernel_figures():
+    # one stage, no TP: the compute term is every GEMM (backward twice forward) plus the
+    # attention core at FlashAttention-2's forward and backward rates (backward 2.5 x FLOPs)
+    cfg = models.get("llama3-8b")
+    kw = dict(gpus=8, tp=1, pp=1, dp=8, global_batch=16, seq=4096, zero=1)
+    e = plan.estimate(cfg, **kw)
+    s, h, hd, H, KV, f = 4096, cfg.hidden, cfg.head_dim, cfg.heads, cfg.kv_heads, cfg.ffn_hidden
+    gemms = (matmul_time(s, (H + 2 * KV) * hd, h) + matmul_time(s, h, H * hd)
+             + matmul_time(s, 2 * f, h) + matmul_time(s, h, f))
+    core_flops = 2 * s * s * hd * H                       # causal: half of 4 s^2 hd per head
+    k = hardware.attention_kernel("h100-sxm")
+    core = core_flops / k.forward + 2.5 * core_flops / k.backward
+    per_mb = cfg.layers * (3 * gemms + core) + 3 * matmul_time(s, cfg.vocab, h)
+    assert e.breakdown["compute"] == pytest.approx(2 * per_mb)    # 2 micro-batches per rank

@@ -6,10 +6,13 @@ micro-batches through a pipeline of ``pp`` stages. For one micro-batch, one pipe
 (the busiest: ``ceil(layers / pp)`` layers, plus the logits on the last) spends:
 
 * **compute**: every matmul at its per-GPU shape (after TP, ``micro_batch * seq / cp``
-  tokens) timed by :func:`dtbook.plan.gemm.matmul_time`; causal attention does half the
-  ``s x s`` products with a fused (flash) kernel, all of them when ``attention="unfused"``
-  (the score matrix is materialised and masked afterwards, as in Megatron-LM before
-  FlashAttention, 2021-22); backward is twice forward;
+  tokens) timed by :func:`dtbook.plan.gemm.matmul_time`, backward twice forward (data and
+  weight gradients). The causal attention core: with a fused (flash) kernel, half the
+  ``s x s`` products at the kernel's own measured throughput
+  (:func:`dtbook.hardware.attention_kernel`, FlashAttention-2's published forward and
+  backward figures), backward 2.5 times the forward FLOPs (the kernel recomputes the scores);
+  with ``attention="unfused"`` every product as two batched GEMMs (the score matrix is
+  materialised and masked afterwards, as in Megatron-LM before FlashAttention, 2021-22);
 * **recompute**: ``"full"`` one more forward of the layers, ``"selective"`` one more forward
   of the attention core (Korthikanti et al. 2022);
 * **elementwise**: norms, activations, residual adds, RoPE (and, with unfused attention, the
@@ -200,9 +203,20 @@ def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols, a
     # ---- forward compute of one layer, per micro-batch, on one GPU
     t_qkv = mm(T, (heads + 2 * kv) * hd / tp, h)
     t_out = mm(T, h, heads * hd / tp)
-    # causal attention: QK^T and AV over s/cp queries and s keys; a flash kernel skips the
-    # masked half, an unfused one computes every score and masks afterwards
-    t_core = (0.5 if attention == "flash" else 1.0) * (mm(seq / cp, seq, hd, count=mb * heads / tp) + mm(seq / cp, hd, seq, count=mb * heads / tp))
+    # causal attention core (QK^T, softmax, AV) over s/cp queries and s keys. Unfused: two
+    # batched GEMMs that compute every score (the mask is applied afterwards), backward two
+    # GEMMs per forward one. Flash: a fused kernel that skips the masked half, timed at its
+    # authors' measured throughput (hardware.attention_kernel), backward 2.5 x the forward
+    # FLOPs (it recomputes the scores: 5 matmuls against 2)
+    heads_gpu = mb * heads / tp
+    if attention == "flash":
+        kern = hardware.attention_kernel(gpu)
+        f_core = 0.5 * 2 * 2 * (seq / cp) * seq * hd * heads_gpu     # causal: half the products
+        t_core = f_core / kern.forward
+        t_core_bwd = 2.5 * f_core / kern.backward
+    else:
+        t_core = mm(seq / cp, seq, hd, count=heads_gpu) + mm(seq / cp, hd, seq, count=heads_gpu)
+        t_core_bwd = 2 * t_core
     t_dense_mlp = mm(T, mult * cfg.ffn_hidden / tp, h) + mm(T, h, cfg.ffn_hidden / tp)
     if cfg.is_moe:
         eff, k, E = cfg.moe_ffn_hidden, cfg.experts_per_token, cfg.experts
@@ -216,14 +230,19 @@ def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols, a
     else:
         t_moe_mlp, n_moe = 0.0, 0
     t_mlp = ((L - n_moe) * t_dense_mlp + n_moe * t_moe_mlp) / L   # mean over the layers
-    t_layer_fwd = t_qkv + t_out + t_core + t_mlp
+    t_linear = t_qkv + t_out + t_mlp
+    t_layer_fwd = t_linear + t_core
+    t_layer_bwd = 2 * t_linear + t_core_bwd     # data and weight gradients: 2 GEMMs per GEMM
     t_logits_fwd = mm(T, cfg.vocab / tp, h)
 
     busiest, last = _stage_layers(L, pp)
     # the slower of the busiest stage and the last one (which also runs the logits)
-    stage_fwd = np.maximum(busiest * t_layer_fwd, last * t_layer_fwd + t_logits_fwd)
-    stage_layers = np.where(busiest * t_layer_fwd >= last * t_layer_fwd + t_logits_fwd, busiest, last)
-    compute = 3 * stage_fwd
+    busy_total = busiest * (t_layer_fwd + t_layer_bwd)
+    last_total = last * (t_layer_fwd + t_layer_bwd) + 3 * t_logits_fwd
+    on_busiest = busy_total >= last_total
+    compute = np.maximum(busy_total, last_total)
+    stage_layers = np.where(on_busiest, busiest, last)
+    stage_bwd = np.where(on_busiest, busiest * t_layer_bwd, last * t_layer_bwd + 2 * t_logits_fwd)
     recompute = np.where(rc == 2, stage_layers * t_layer_fwd, np.where(rc == 1, stage_layers * t_core, 0.0))
 
     # ---- activation bytes kept per layer (memory), by SP and selective recompute
@@ -258,7 +277,7 @@ def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols, a
     cp_in = tp * cp <= gpus_per_node
     step = np.where(cp_in, up_a + kv_bytes / up_b, out_a + kv_bytes / out_b)
     t_cp_layer = 3 * (cp - 1) * step               # forward once, backward twice
-    cp_comm = stage_layers * np.maximum(0.0, t_cp_layer - 3 * t_core)
+    cp_comm = stage_layers * np.maximum(0.0, t_cp_layer - (t_core + t_core_bwd))
 
     # ---- expert parallel: 4 all-to-alls of the routed tokens per MoE layer
     if cfg.is_moe:
@@ -291,7 +310,7 @@ def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols, a
     # ---- data parallel gradient reduction, overlapped with the last micro-batch's backward
     n_dp = psi_gpu * _VALUE
     t_dp = np.where(replicas > 1, comm.allreduce_time(n_dp, np.maximum(replicas, 2), out_a, out_b), 0.0)
-    backward_last = 2 * stage_fwd + recompute
+    backward_last = stage_bwd + recompute
     dp_exposed = np.where(replicas > 1, np.maximum(t_dp - backward_last, t_dp / stage_layers), 0.0)
 
     # ---- ZeRO-3: parameter all-gathers before each forward and backward, prefetched
