@@ -16,6 +16,12 @@ is known. ``convention`` names it:
   V/(12 l h))`` per step (no recompute), attention full, peak 312 TFLOP/s;
 * ``"llama3"``: Dubey et al. 2024 print TFLOP/s per GPU and BF16 MFU against 989 TFLOP/s
   without the formula; read here as model FLOPs without recompute (MFU's definition).
+* ``"nemo-full"`` and ``"nemo-causal"``: NVIDIA's NeMo / Megatron-Bridge performance tables
+  print tokens/s per GPU and "Model TFLOP/sec/GPU" from NeMo's FLOP formulas: 6 per weight
+  per token in the blocks (``3 x 2`` for forward and backward), ``3 x 4 s h`` per token per
+  layer for the scores, ``6 h V`` for the head, no recompute; NeMo 24.07 counts the scores
+  in full, Megatron-Bridge (25.09 and later) halves them (causal). The printed tokens/s needs
+  no convention; the convention only ties the two printed figures together.
 
 :func:`tokens_per_second` turns a row's printed figure back into what was measured, tokens
 per second for the whole job, using the source's own formula; that is the quantity the
@@ -44,15 +50,15 @@ __all__ = ["PublishedRun", "get", "names", "runs", "tokens_per_second", "source_
 LAYOUT_FIELDS = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "zero", "recompute",
                  "sequence_parallel")
 
-_CONVENTIONS = ("megatron-hfu", "megatron-mfu", "llama3")
+_CONVENTIONS = ("megatron-hfu", "megatron-mfu", "llama3", "nemo-full", "nemo-causal")
 
 
 @dataclass(frozen=True, kw_only=True)
 class PublishedRun:
     """One published training configuration and its reported throughput (chapters 24, 27).
 
-    ``tflops_per_gpu`` (TFLOP/s, as printed), ``mfu`` (a fraction) and ``step_time`` (s) are
-    ``None`` where the source does not print them; ``convention`` says how the source counts
+    ``tflops_per_gpu`` (TFLOP/s, as printed), ``mfu`` (a fraction), ``step_time`` (s) and
+    ``tokens_per_gpu`` (tokens/s per GPU) are ``None`` where the source does not print them; ``convention`` says how the source counts
     FLOPs (see the module notes), ``peak`` the per-GPU peak FLOP/s it divides by;
     ``attention`` is ``"unfused"`` for runs before FlashAttention (2022), whose Megatron-LM
     kernels materialise the score matrix, ``"flash"`` otherwise; ``printed`` the layout
@@ -80,6 +86,7 @@ class PublishedRun:
     tflops_per_gpu: float | None = None
     mfu: float | None = None
     step_time: float | None = None
+    tokens_per_gpu: float | None = None
     convention: str
     peak: float
     source: str
@@ -104,7 +111,8 @@ class PublishedRun:
             raise ValueError(f"{self.name}: attention must be flash or unfused")
         if self.convention not in _CONVENTIONS:
             raise ValueError(f"{self.name}: convention must be one of {_CONVENTIONS}")
-        if self.tflops_per_gpu is None and self.mfu is None and self.step_time is None:
+        if (self.tflops_per_gpu is None and self.mfu is None and self.step_time is None
+                and self.tokens_per_gpu is None):
             raise ValueError(f"{self.name}: a run needs at least one reported figure")
 
 
@@ -124,6 +132,37 @@ _N21_NOTE = ("Full activation recomputation (the paper's setting for these runs)
              "software). Not printed: the micro-batch and whether the interleaved schedule was "
              "used (vpp): the placeholders 1 and 1 are not used by plan.validate, which lets the "
              "planner choose them.")
+_BLOOM = ("BigScience, github.com/bigscience-workshop/bigscience train/tr11-176B-ml/README.md "
+          "(commit e726b15) and tr11-176B-ml.slurm; Le Scao et al. 2022, 'BLOOM: A 176B-Parameter "
+          "Open-Access Multilingual Language Model', arXiv:2211.05100")
+_NEMO_2407 = ("NVIDIA NeMo 24.07 performance summary, github.com/NVIDIA/NeMo "
+              "docs/source/performance/performance_summary.md (commit 070a0bb), 'Pretraining' "
+              "table (FP8, DGX-H100)")
+_BRIDGE_2602 = ("NVIDIA Megatron-Bridge performance summary, 26.02 NeMo container, "
+                "github.com/NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md "
+                "(commit 0a25f91), DGX-H100 FP8 rows")
+_NEMO_NOTE = ("FP8 (per-tensor current scaling in 25.11+ tables; Transformer Engine) on DGX H100. "
+              "The table prints GPUs, GBS, MBS, sequence, TP, PP, CP, VP (and FSDP 0: DDP-style "
+              "data parallelism, with or without Megatron's distributed optimizer, which it does "
+              "not say); recompute, sequence parallelism and the ZeRO stage are not printed, so "
+              "plan.validate lets the planner choose them. Tokens/s per GPU is the figure "
+              "compared; the printed Model TFLOP/sec/GPU is checked against it through NeMo's "
+              "formula (tests/test_runs.py). The table prints no MFU: peak is the H100's dense "
+              "FP8 figure, for reference only.")
+_NEMO_PRINTED = frozenset({"tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch"})
+_H100_FP8 = 1978.9 * TFLOP
+
+
+def _nemo(name, model, gpus, tp, pp, cp, vpp, mb, batch, seq, tokens, tflops, source, convention):
+    return PublishedRun(
+        name=name, model=model, gpu="h100-sxm", gpus=gpus, tp=tp, pp=pp, cp=cp,
+        dp=gpus // (tp * pp * cp), vpp=vpp, micro_batch=mb, global_batch=batch, seq=seq,
+        dtype="fp8", tokens_per_gpu=tokens, tflops_per_gpu=tflops, convention=convention,
+        peak=_H100_FP8, note=_NEMO_NOTE, printed=_NEMO_PRINTED,
+        source=source + f" ({gpus} GPUs, GBS {batch}, MBS {mb}, sequence {seq}, TP {tp}, PP {pp}, "
+                        f"CP {cp}, VP {vpp}: {tokens} tokens/s/GPU, {tflops} model TFLOP/s/GPU)")
+
+
 _MEGATRON_2021 = frozenset({"tp", "pp", "dp", "cp", "ep", "zero", "recompute", "sequence_parallel"})
 _N21_PRINTED = _MEGATRON_2021
 _MTNLG_PRINTED = frozenset({"tp", "pp", "dp", "cp", "ep", "vpp", "recompute", "sequence_parallel"})
@@ -231,6 +270,41 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
           ("8k", 8192, 1, 64, 8192, 32, 430, 0.43),
           ("16k", 16384, 1, 128, 8192, 16, 400, 0.41),
           ("16k-128k", 16384, 16, 8, 131072, 16, 380, 0.38))),
+    # BLOOM-176B as trained on Jean Zay: every layout field is in the README or the slurm
+    # script, and the README quotes a training-log line with both the step time and TFLOP/s.
+    PublishedRun(
+        name="bloom-176b", model="bloom-176b", gpu="a100-80gb", gpus=384, tp=4, pp=12, dp=8,
+        micro_batch=2, global_batch=2048, seq=2048, recompute="full", sequence_parallel=False,
+        zero=1, dtype="bf16", attention="unfused", tflops_per_gpu=149.77, step_time=104.70,
+        convention="megatron-hfu", peak=_A100,
+        source=_BLOOM + ". README 'Replica setup' (384 GPUs: TP 4, PP 12, DP 8, MBS 2), "
+               "'Global batch size' (GBS 2048, sequence 2048), 'Deepspeed config' (BF16_Optimizer "
+               "'implements its own ZeRO Stage 1'), --checkpoint-activations in the slurm script, "
+               "and 'Important checkpoints': the log line at iteration 85376, 'elapsed time per "
+               "iteration (s): 104.70 | global batch size: 2048 | ... | TFLOPs: 149.77'. The "
+               "README's 'Throughput' section names the 4 x 2 (recompute-counted) coefficient; "
+               "Narayanan et al.'s formula with the padded vocabulary 250880 turns 104.70 s into "
+               "149.76 TFLOP/s. The paper itself was not reached by the search tools; the "
+               "README is BigScience's own record of the run.",
+        note=("DeepSpeed's pipeline engine (no interleaving: vpp 1) with Megatron-LM tensor "
+              "parallelism, 2022: no sequence parallelism, no FlashAttention (fused softmax "
+              "kernels that still materialise the scores). Hardware differs from a DGX A100: "
+              "Jean Zay's nodes have 8 A100 80GB with NVLink and four 100 Gb/s Omni-Path links "
+              "per node (README 'Hardware'), a quarter of a DGX A100's eight 200 Gb/s HDR "
+              "links; the catalog's a100-80gb node is a DGX A100, so the planner sees a faster "
+              "network than BLOOM had."),
+        printed=None),
+    # NVIDIA's published NeMo / Megatron-Bridge benchmarks on DGX H100 (FP8).
+    _nemo("nemo-gpt3-175b-512", "gpt3-175b", 512, 4, 8, 1, 6, 2, 2048, 2048, 782, 842,
+          _NEMO_2407, "nemo-full"),
+    _nemo("nemo-llama2-70b-64", "llama2-70b", 64, 4, 4, 1, 20, 1, 128, 4096, 1707, 759,
+          _NEMO_2407, "nemo-full"),
+    _nemo("nemo-llama3-70b-64", "llama3-70b", 64, 4, 4, 2, 5, 1, 128, 8192, 1533, 738,
+          _NEMO_2407, "nemo-full"),
+    _nemo("bridge-llama3-70b-64", "llama3-70b", 64, 4, 8, 1, 5, 1, 256, 8192, 1621, 728,
+          _BRIDGE_2602 + ", table 'Model: LLAMA3_70B'", "nemo-causal"),
+    _nemo("bridge-llama3-405b-1024", "llama3-405b", 1024, 8, 8, 2, 8, 1, 1536, 8192, 311, 784,
+          _BRIDGE_2602 + ", table 'Model: LLAMA3.1_405B'", "nemo-causal"),
 )}
 
 
@@ -263,7 +337,8 @@ def source_flops_per_step(run: PublishedRun) -> float:
     """FLOPs of one step as the run's source counts them (its ``convention``).
 
     Megatron formulas use the model's hidden size ``h``, layers ``l``, vocabulary ``V``,
-    batch ``B`` and sequence ``s``; the Llama 3 row counts model FLOPs: 6 per parameter per
+    batch ``B`` and sequence ``s``; NeMo's count 6 FLOPs per block weight per token plus the
+    scores (full or causal) and the head; the Llama 3 row counts model FLOPs: 6 per parameter per
     token (embedding excluded) plus causal attention, :func:`dtbook.flops` style.
     (Chapter 27.)
     """
@@ -273,6 +348,16 @@ def source_flops_per_step(run: PublishedRun) -> float:
         return 96 * B * s * l * h**2 * (1 + s / (6 * h) + V / (16 * l * h))
     if run.convention == "megatron-mfu":
         return 72 * B * s * l * h**2 * (1 + s / (6 * h) + V / (12 * l * h))
+    if run.convention in ("nemo-full", "nemo-causal"):
+        # NeMo's formulas, written per weight matrix (they reduce to NeMo's gpt3 and llama
+        # expressions): 3 x 2 FLOPs per weight per token in q, k, v, o and the MLP, 3 x 4 s h
+        # per token per layer for the scores (halved when causal), 6 h V for the head.
+        hd = cfg.head_dim
+        attn = 2 * h * cfg.heads * hd + 2 * h * cfg.kv_heads * hd
+        mlp = (3 if cfg.mlp == "swiglu" else 2) * h * cfg.ffn_hidden
+        causal = 0.5 if run.convention == "nemo-causal" else 1.0
+        per_token = l * (6 * (attn + mlp) + 12 * s * h * causal) + 6 * h * V
+        return per_token * B * s
     # llama3: model FLOPs, no recompute, causal attention (half the s x s score matrix)
     dense = 6 * (cfg.num_params() - cfg.num_embedding_params()) * B * s
     attention = 3 * 2 * 2 * cfg.heads * cfg.head_dim * s * s / 2 * l * B
@@ -282,10 +367,13 @@ def source_flops_per_step(run: PublishedRun) -> float:
 def tokens_per_second(run: PublishedRun) -> float:
     """Tokens per second of the whole job, recovered from what the source printed.
 
-    From the step time when printed; else from TFLOP/s per GPU (or MFU x peak) divided by the
-    source's own FLOPs per token (:func:`source_flops_per_step`). (Chapter 27.)
+    Tokens/s per GPU times the GPUs when printed; else from the step time; else from TFLOP/s
+    per GPU (or MFU x peak) divided by the source's own FLOPs per token
+    (:func:`source_flops_per_step`). (Chapter 27.)
     """
     tokens = run.global_batch * run.seq
+    if run.tokens_per_gpu is not None:
+        return run.tokens_per_gpu * run.gpus
     if run.step_time is not None:
         return tokens / run.step_time
     rate = run.tflops_per_gpu * TFLOP if run.tflops_per_gpu is not None else run.mfu * run.peak
