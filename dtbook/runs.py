@@ -165,6 +165,10 @@ def _nemo(name, model, gpus, tp, pp, cp, vpp, mb, batch, seq, tokens, tflops, so
 
 _MEGATRON_2021 = frozenset({"tp", "pp", "dp", "cp", "ep", "zero", "recompute", "sequence_parallel"})
 _N21_PRINTED = _MEGATRON_2021
+_MTNLG_CHECK = ("; second pass: the three runs (280, 350 and 420 nodes: 60.1, 50.2, 44.4 s; 126, "
+                "121, 113 TFLOP/s) found only in a secondary copy, github.com/cli99/llm-analysis "
+                "examples/megatron-turing-nlg/README.md, which cites them to 'Section 2.4' of the "
+                "paper; the paper's own table was not reached")
 _MTNLG_PRINTED = frozenset({"tp", "pp", "dp", "cp", "ep", "vpp", "recompute", "sequence_parallel"})
 
 
@@ -173,10 +177,13 @@ def _n21_weak(model, gpus, tp, pp, batch, tflops):
         name=f"megatron-weak-{model.split('-')[-1]}", model=model, gpu="a100-80gb", gpus=gpus,
         tp=tp, pp=pp, dp=gpus // (tp * pp), global_batch=batch, seq=2048, recompute="full",
         dtype="fp16", attention="unfused", tflops_per_gpu=tflops, convention="megatron-hfu", peak=_A100,
-        source=_N21 + ", Table 1 (weak scaling)" + (
-            "; the 1T row checked against the paper's abstract (502 petaFLOP/s on 3072 GPUs, 52% "
-            "of peak: 163 TFLOP/s per GPU)" if gpus == 3072 else "; not re-checked against the "
-            "table in the second pass (the search tools reached the abstract only)"),
+        source=_N21 + ", Table 1 (weak scaling). Second pass: the row (GPUs, model-parallel "
+               "size, batch, teraFLOP/s per GPU) checked against NVIDIA's own copy of the table, "
+               "github.com/NVIDIA/Megatron-LM images/cases_april2021.png, shown in README.md from "
+               "April 2021 until commit 2e90a34 (May 2022), whose text reads the model-parallel "
+               "column as 'typically tensor parallel of size 8' above 8 (TP 8 x PP here)" + (
+            "; also the paper's abstract (502 petaFLOP/s on 3072 GPUs, 52% of peak)"
+            if gpus == 3072 else ""),
         note=_N21_NOTE, printed=_N21_PRINTED)
 
 
@@ -188,7 +195,8 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
         dp=16, global_batch=1536, seq=2048, recompute="full", dtype="fp16", attention="unfused",
         tflops_per_gpu=141, convention="megatron-hfu", peak=_A100,
         source=_N21 + ", Table 2 (PTD-P rows: 174.6B, model-parallel size 96, batch 1536, "
-               "micro-batch 1, 1536 GPUs: 141 teraFLOP/s per GPU)",
+               "micro-batch 1, 1536 GPUs: 141 teraFLOP/s per GPU); second pass: Table 2 not "
+               "reached (no copy found in the stored pages or repositories)",
         note=("Model-parallel size 96 read as TP 8 x PP 12 (8-way TP inside a DGX A100, the "
               "paper's rule). The catalog's gpt3-175b has vocabulary 50,257 where Megatron pads "
               "to 51,200: 0.04% of the FLOPs. " + _N21_NOTE),
@@ -212,7 +220,7 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
         global_batch=1920, seq=2048, recompute="full", dtype="bf16", attention="unfused",
         tflops_per_gpu=126, step_time=60.1, convention="megatron-hfu", peak=_A100,
         source=_S22 + ", Sec. 3.3 and Table 1 (280 DGX A100 nodes: iteration 60.1 s, 126 "
-               "teraFLOP/s per GPU; batch 1920, sequence 2048)",
+               "teraFLOP/s per GPU; batch 1920, sequence 2048)" + _MTNLG_CHECK,
         note=("8-way TP and 35-way PP as the paper states; full activation checkpointing; "
               "DeepSpeed's pipeline engine has no interleaved schedule (vpp 1) and Megatron-"
               "DeepSpeed of 2021 no sequence parallelism. Not printed: micro-batch and ZeRO "
@@ -223,8 +231,31 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
         name="mtnlg-530b-3360", model="mt-nlg-530b", gpu="a100-80gb", gpus=3360, tp=8, pp=35,
         dp=12, global_batch=1920, seq=2048, recompute="full", dtype="bf16", attention="unfused",
         tflops_per_gpu=113, step_time=44.4, convention="megatron-hfu", peak=_A100,
-        source=_S22 + ", Table 1 (420 nodes: iteration 44.4 s, 113 teraFLOP/s per GPU)",
+        source=_S22 + ", Table 1 (420 nodes: iteration 44.4 s, 113 teraFLOP/s per GPU)" + _MTNLG_CHECK,
         note="See mtnlg-530b.", printed=_MTNLG_PRINTED),
+    PublishedRun(
+        name="mtnlg-530b-2800", model="mt-nlg-530b", gpu="a100-80gb", gpus=2800, tp=8, pp=35,
+        dp=10, global_batch=1920, seq=2048, recompute="full", dtype="bf16", attention="unfused",
+        tflops_per_gpu=121, step_time=50.2, convention="megatron-hfu", peak=_A100,
+        source=_S22 + " (350 nodes: iteration 50.2 s, 121 teraFLOP/s per GPU)" + _MTNLG_CHECK,
+        note="See mtnlg-530b.", printed=_MTNLG_PRINTED),
+    # The Megatron-LM README's GPT-3 example: every layout field is in its script.
+    PublishedRun(
+        name="megatron-gpt3-175b-1024", model="gpt3-175b", gpu="a100-80gb", gpus=1024, tp=8,
+        pp=16, dp=8, micro_batch=1, global_batch=1536, seq=2048, recompute="full", dtype="fp16",
+        attention="unfused", tflops_per_gpu=138, convention="megatron-hfu", peak=_A100,
+        source=("NVIDIA Megatron-LM README.md, 'GPT-3 Example' (github.com/NVIDIA/Megatron-LM, "
+                "from commit 152aab3, January 2021, until 2024): 'With full global batch size of "
+                "1536 on 1024 A100 GPUs, each iteration takes around 32 seconds resulting in 138 "
+                "teraFLOPs per GPU which is 44% of the theoretical peak FLOPs'; the layout from "
+                "examples/pretrain_gpt3_175B.sh at that commit (TP 8, PP 16, micro-batch 1, "
+                "global batch 1536, sequence 2048, --fp16, --checkpoint-activations, no virtual "
+                "stages). 'Around 32 s' is not stored: Narayanan et al.'s formula turns 138 "
+                "TFLOP/s into 31.9 s."),
+        note=("Megatron-LM of January 2021: no interleaved schedule, no ZeRO, no sequence "
+              "parallelism (fixed by the software); the README's cluster is Selene (DGX A100 "
+              "80GB)."),
+        printed=None),
     # Weak scaling, Narayanan et al. Table 1 (a selection of its rows).
     _n21_weak("megatron-18b", 256, 8, 1, 1024, 135),
     _n21_weak("megatron-39b", 512, 8, 2, 1536, 138),
@@ -241,8 +272,9 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
         convention="megatron-mfu", peak=_A100,
         source=_K22 + ", Tables 3 and 5 (sequence parallelism + selective recompute); the MFU "
                "column (41.5, 51.4, 56.0, 56.3 %) checked against the Megatron-LM README's table "
-               "as quoted in S. Bekman's ml-engineering (zh translation); layouts and step times "
-               "not re-checked in the second pass",
+               "(github.com/NVIDIA/Megatron-LM README.md at commit 2e90a34, May 2022: 'measured "
+               "using a data parallel size of one'); layouts, micro-batches and step times not "
+               "re-checked (the paper's tables were not reached by the search tools)",
         note=("Data-parallel size 1 (benchmark runs). Not printed in the tables used here: "
               "micro-batch, interleaving and ZeRO stage; plan.validate lets the planner choose."),
         printed=frozenset({"tp", "pp", "dp", "cp", "ep", "recompute", "sequence_parallel"}))
