@@ -487,6 +487,7 @@ class MatmulCeiling:
     best_shape: tuple
     sms: int
     source: str
+    dtype: str = "bf16"
 
 
 _MAMF = ("S. Bekman, 'Machine Learning Engineering', compute/accelerator/README.md, 'Maximum "
@@ -502,16 +503,28 @@ _CEILINGS = {c.accelerator: c for c in (
     MatmulCeiling("h200", 792.1 * TFLOP, (6144, 17920, 2816), 132,
                   "the H100 SXM figure: the same GH100 GPU and clocks (" + _MAMF + ")"),
 )}
+# FP8 (float8_e4m3fn inputs), the same table's later FP8 section (torch 2.7, CUDA 12.6/12.8)
+_CEILINGS_FP8 = {c.accelerator: c for c in (
+    MatmulCeiling("h100-sxm", 1402.6 * TFLOP, (1024, 9216, 14336), 132,
+                  _MAMF + ", FP8 (float8_e4m3fn) section: H100 SXM 1402.6 TFLOP/s of 1979 (70.9%), "
+                  "torch 2.7.0+cu126", dtype="fp8"),
+    MatmulCeiling("h200", 1453.4 * TFLOP, (1280, 4096, 12032), 132,
+                  _MAMF + ", FP8 (float8_e4m3fn) section: H200 SXM 1453.4 TFLOP/s of 1979 (73.4%), "
+                  "torch 2.7.1+cu128", dtype="fp8"),
+)}
 
 
-def matmul_ceiling(accelerator: str) -> MatmulCeiling:
-    """The measured matmul ceiling of ``accelerator`` (chapter 27). ``ValueError`` naming
-    the accelerators that have one, for one that has none."""
+def matmul_ceiling(accelerator: str, dtype: str = "bf16") -> MatmulCeiling:
+    """The measured matmul ceiling of ``accelerator`` (chapter 27): BF16 (also used for FP16,
+    which runs at the same tensor-core rate, and for any other dtype without a measurement),
+    or FP8 with ``dtype="fp8"``. ``ValueError`` naming the accelerators that have one, for one
+    that has none."""
     key = accelerator.strip().lower().replace("_", "-") if isinstance(accelerator, str) else accelerator
-    if key not in _CEILINGS:
-        raise ValueError(f"no measured matmul ceiling for gpu {accelerator!r}; "
-                         f"available: {', '.join(_CEILINGS)}")
-    return _CEILINGS[key]
+    table = _CEILINGS_FP8 if dtype == "fp8" else _CEILINGS
+    if key not in table:
+        raise ValueError(f"no measured {'FP8 ' if dtype == 'fp8' else ''}matmul ceiling for gpu "
+                         f"{accelerator!r}; available: {', '.join(table)}")
+    return table[key]
 
 
 # ---------------------------------------------------------------------- attention kernels

@@ -181,3 +181,13 @@ def test_attention_kernels_sit_below_the_matmul_ceiling_and_quote_their_source()
         assert "2307.08691" in k.source
     with pytest.raises(ValueError, match="a100-80gb"):
         hardware.attention_kernel("b200")
+
+
+def test_fp8_matmul_ceiling_is_measured_below_the_fp8_peak():
+    for gpu in ("h100-sxm", "h200"):
+        fp8, bf16 = hardware.matmul_ceiling(gpu, "fp8"), hardware.matmul_ceiling(gpu)
+        assert fp8.dtype == "fp8" and bf16.dtype == "bf16"
+        assert bf16.flops < fp8.flops < hardware.get(gpu).peak("fp8")
+    assert hardware.matmul_ceiling("h100-sxm", "fp16") is hardware.matmul_ceiling("h100-sxm")
+    with pytest.raises(ValueError, match="h100-sxm"):
+        hardware.matmul_ceiling("a100-80gb", "fp8")   # Ampere has no FP8 tensor cores

@@ -13,6 +13,8 @@ micro-batches through a pipeline of ``pp`` stages. For one micro-batch, one pipe
   backward figures), backward 2.5 times the forward FLOPs (the kernel recomputes the scores);
   with ``attention="unfused"`` every product as two batched GEMMs (the score matrix is
   materialised and masked afterwards, as in Megatron-LM before FlashAttention, 2021-22);
+* **dtype**: with ``dtype="fp8"`` the layers' linear GEMMs run at the measured FP8 ceiling
+  (Transformer Engine's FP8 linears); the attention core and the logits stay BF16;
 * **recompute**: ``"full"`` one more forward of the layers, ``"selective"`` one more forward
   of the attention core (Korthikanti et al. 2022);
 * **elementwise**: norms, activations, residual adds, RoPE (and, with unfused attention, the
@@ -30,7 +32,11 @@ micro-batches through a pipeline of ``pp`` stages. For one micro-batch, one pipe
   with the attention core it feeds; only the excess is exposed;
 * **EP**: 4 all-to-alls of the routed tokens per MoE layer (dispatch and combine, forward and
   backward), exposed;
-* **PP**: a send forward and one backward per micro-batch and model chunk, exposed.
+* **PP**: a send forward and one backward per micro-batch and model chunk, exposed (Megatron's
+  1F1B blocks on ``send_forward_recv_backward`` and ``send_backward_recv_forward`` between
+  steady-state steps). Across nodes each TP rank sends ``1/tp`` of the activation over its own
+  NIC (the scatter/gather of Narayanan et al. 2021, Sec. 4.1; sequence parallelism splits it
+  already) and, without SP, the receivers all-gather it over NVLink.
 
 The pipeline runs ``m`` micro-batches in ``(m + (pp - 1) / vpp)`` micro-batch times: the
 (interleaved) 1F1B bubble ``(pp - 1) / (vpp m + pp - 1)`` of :mod:`dtbook.pipeline_parallel`.
@@ -199,10 +205,13 @@ def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols, a
     m = global_batch / (dp * mb)                # micro-batches per step
     T = mb * seq / cp                           # tokens per micro-batch on one GPU
     mm = functools.partial(matmul_time, gpu=gpu)
+    # the transformer layers' linear GEMMs run in ``dtype`` (FP8 with Transformer Engine); the
+    # attention core and the logits stay BF16 (Megatron's output layer is not a TE module)
+    mm_lin = functools.partial(matmul_time, gpu=gpu, dtype=dtype)
 
     # ---- forward compute of one layer, per micro-batch, on one GPU
-    t_qkv = mm(T, (heads + 2 * kv) * hd / tp, h)
-    t_out = mm(T, h, heads * hd / tp)
+    t_qkv = mm_lin(T, (heads + 2 * kv) * hd / tp, h)
+    t_out = mm_lin(T, h, heads * hd / tp)
     # causal attention core (QK^T, softmax, AV) over s/cp queries and s keys. Unfused: two
     # batched GEMMs that compute every score (the mask is applied afterwards), backward two
     # GEMMs per forward one. Flash: a fused kernel that skips the masked half, timed at its
@@ -217,14 +226,14 @@ def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols, a
     else:
         t_core = mm(seq / cp, seq, hd, count=heads_gpu) + mm(seq / cp, hd, seq, count=heads_gpu)
         t_core_bwd = 2 * t_core
-    t_dense_mlp = mm(T, mult * cfg.ffn_hidden / tp, h) + mm(T, h, cfg.ffn_hidden / tp)
+    t_dense_mlp = mm_lin(T, mult * cfg.ffn_hidden / tp, h) + mm_lin(T, h, cfg.ffn_hidden / tp)
     if cfg.is_moe:
         eff, k, E = cfg.moe_ffn_hidden, cfg.experts_per_token, cfg.experts
         te = T * k * ep / E                      # tokens per local expert
-        t_moe_mlp = (mm(te, mult * eff / tp, h, count=E / ep) + mm(te, h, eff / tp, count=E / ep)
+        t_moe_mlp = (mm_lin(te, mult * eff / tp, h, count=E / ep) + mm_lin(te, h, eff / tp, count=E / ep)
                      + mm(T, E, h))
         if cfg.shared_experts:
-            t_moe_mlp = t_moe_mlp + mm(T, mult * eff * cfg.shared_experts / tp, h) + mm(
+            t_moe_mlp = t_moe_mlp + mm_lin(T, mult * eff * cfg.shared_experts / tp, h) + mm_lin(
                 T, h, eff * cfg.shared_experts / tp)
         n_moe = L - cfg.dense_layers
     else:
@@ -290,9 +299,15 @@ def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols, a
         ep_comm = np.zeros_like(tp)
 
     # ---- pipeline sends: forward and backward per micro-batch and model chunk
-    n_p2p = T * h * _VALUE / np.where(sp == 1, tp, 1)
+    # Across nodes without SP, Megatron's scatter/gather (Narayanan et al. 2021, Sec. 4.1):
+    # each TP rank sends 1/tp of the activation over its own NIC, the receivers all-gather it
+    # over NVLink. With SP the activation is already split by tp.
+    n_act = T * h * _VALUE
+    n_p2p = n_act / np.where(sp == 1, tp, 1)
     pp_in = tp * cp * ep * pp <= gpus_per_node
-    t_p2p = np.where(pp_in, up_a + n_p2p / up_b, out_a + n_p2p / out_b)
+    gather = np.where((sp == 0) & (tp > 1),
+                      comm.allgather_time(n_act, np.maximum(tp, 2), up_a, up_b), 0.0)
+    t_p2p = np.where(pp_in, up_a + n_p2p / up_b, out_a + n_act / tp / out_b + gather)
     pp_comm = np.where(pp > 1, 2 * vpp * t_p2p, 0.0)
 
     per_mb = compute + recompute + elementwise + tp_comm + cp_comm + ep_comm + pp_comm

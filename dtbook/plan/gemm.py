@@ -3,7 +3,8 @@
 One matmul C[M, N] = A[M, K] B[K, N] of ``M N K`` multiply-adds takes the longest of
 
 * its FLOPs at the accelerator's *measured* matmul ceiling (:func:`dtbook.hardware.
-  matmul_ceiling`: the best large BF16 matmul anyone measured, not the datasheet peak),
+  matmul_ceiling`: the best large BF16, or FP8, matmul anyone measured, not the datasheet
+  peak),
   stretched by **wave quantization**: the output is cut into 128 x 128 tiles, one per SM at a
   time, and a last partial wave of tiles costs a whole wave;
 * its bytes (read A and B, write C once) at the HBM bandwidth: small or skinny matmuls are
@@ -25,10 +26,13 @@ __all__ = ["matmul_time", "TILE"]
 TILE = 128  # output tile edge of a Hopper/Ampere BF16 cuBLAS kernel (128 x 128 or larger)
 
 
-def matmul_time(m, n, k, gpu="h100-sxm", count=1, value_bytes=2):
+def matmul_time(m, n, k, gpu="h100-sxm", count=1, value_bytes=2, dtype="bf16"):
     """Seconds for ``count`` independent (batched) matmuls of shape M x K times K x N on one
-    ``gpu`` (chapter 27). Arrays broadcast."""
-    ceiling = hardware.matmul_ceiling(gpu)
+    ``gpu`` (chapter 27), at the measured ceiling of ``dtype`` (``"fp8"``: FP8 inputs, one
+    byte per value; anything else: the BF16 ceiling). Arrays broadcast."""
+    ceiling = hardware.matmul_ceiling(gpu, "fp8" if dtype == "fp8" else "bf16")
+    if dtype == "fp8":
+        value_bytes = 1
     acc = hardware.get(gpu)
     m, n, k, count = (np.asarray(x, dtype=float) for x in (m, n, k, count))
     tiles = count * np.ceil(m / TILE) * np.ceil(n / TILE)
