@@ -228,3 +228,21 @@ def test_fp8_runs_the_linear_gemms_at_the_fp8_ceiling():
     saved = sum(matmul_time(*x) - matmul_time(*x, dtype="fp8") for x in shapes)
     assert bf16.breakdown["compute"] - fp8.breakdown["compute"] == pytest.approx(3 * cfg.layers * saved)
     assert fp8.mfu == pytest.approx(fp8.tflops_per_gpu * 1e12 / hardware.get("h100-sxm").peak("fp8"))
+
+
+def test_gradients_reduce_in_fp32_unless_fp16_and_the_optimizer_reads_its_bytes():
+    # A100 runs BF16 and FP16 at the same rate, so only the DP bytes differ: FP32 gradients
+    # for BF16 (Megatron-LM, Llama 3), FP16 for FP16. The reduction is mostly exposed here.
+    cfg = models.get("llama3-8b")
+    kw = dict(gpus=32, gpu="a100-80gb", tp=8, pp=1, dp=4, global_batch=4, seq=4096, zero=0)
+    bf16 = plan.estimate(cfg, **kw, dtype="bf16")
+    fp16 = plan.estimate(cfg, **kw, dtype="fp16")
+    psi = cfg.num_params() / 8
+    ib = hardware.get("ib-hdr200")
+    beta = ib.beta * protocol_efficiency(ib)
+    assert bf16.breakdown["dp_comm"] - fp16.breakdown["dp_comm"] == pytest.approx(
+        comm.allreduce_time(4 * psi, 4, ib.alpha, beta) - comm.allreduce_time(2 * psi, 4, ib.alpha, beta))
+    # Adam 30 B + norm 4 B per local parameter (ZeRO-1 shards over 4), zeroing 4 B per parameter
+    z1 = plan.estimate(cfg, **{**kw, "zero": 1})
+    hbm = hardware.get("a100-80gb").hbm_bandwidth
+    assert z1.breakdown["optimizer"] == pytest.approx((34 * psi / 4 + 4 * psi) / hbm)

@@ -43,14 +43,19 @@ The pipeline runs ``m`` micro-batches in ``(m + (pp - 1) / vpp)`` micro-batch ti
 After it:
 
 * **DP**: the gradients of the stage's parameters are reduced over the ``dp * cp`` replicas
-  (an all-reduce, or with ZeRO >= 1 a reduce-scatter and later an all-gather: the same ring
-  time), on the scale-out network. Overlap rule: the reduction runs during the backward of
+  (an all-reduce, or with ZeRO >= 1 a reduce-scatter and later an all-gather of the updated
+  parameters), on the scale-out network. Gradients travel in FP32 unless ``dtype="fp16"``
+  (Megatron-LM accumulates and reduces BF16 gradients in FP32; Llama 3 reduce-scatters in
+  FP32, Dubey et al. 2024 Sec. 3.3.2); parameters in BF16. Overlap rule: the reduction runs during the backward of
   the last micro-batch, bucket by bucket, so what is exposed is the larger of (DP time minus
   that backward) and the last bucket (one layer's share);
 * **ZeRO-3**: the parameters are all-gathered before each micro-batch's forward and
   backward, prefetched under compute: only the excess over a micro-batch's compute is exposed;
-* **optimizer**: Adam reads and writes its FP32 state, memory-bound (30 bytes per local
-  parameter).
+* **optimizer**: memory-bound, at the HBM bandwidth: Adam reads and writes its FP32 state
+  (30 bytes per local parameter), the gradient norm for clipping reads the FP32 gradients
+  (4 more), and the FP32 gradient buffer of every parameter on the GPU is zeroed for the next
+  step (4 per parameter). Scaling the gradients when the norm exceeds the threshold is left out
+  (it happens only on steps that clip).
 
 Memory per GPU: model state from :func:`dtbook.memory.zero_state_bytes` (2 + 2 + 4 + 8 bytes
 per parameter, sharded by ZeRO over ``dp * cp``), activations per layer from
@@ -86,6 +91,13 @@ _SCALE_OUT = {"a100-80gb": ("nvlink3", "ib-hdr200"), "h100-sxm": ("nvlink4", "ib
               "h200": ("nvlink4", "ib-ndr400"), "b200": ("nvlink5", "ib-ndr400")}
 _VALUE = 2          # BF16 activations, gradients and parameters on the wire
 _ADAM_BYTES = 30    # per local parameter: read+write FP32 master, m, v; read grad; write param
+_NORM_BYTES = 4     # per local parameter: the gradient norm for clipping reads the FP32 grads
+_ZERO_GRAD_BYTES = 4  # per parameter on the GPU: the FP32 gradient buffer is zeroed every step
+
+
+def _grad_bytes(dtype):
+    """Bytes per gradient value in the data-parallel reduction (module notes)."""
+    return 2 if dtype == "fp16" else 4
 
 
 def resolve_model(model) -> models.TransformerConfig:
@@ -323,8 +335,16 @@ def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols, a
     replicas = dp * cp
 
     # ---- data parallel gradient reduction, overlapped with the last micro-batch's backward
+    # Megatron-LM reduces BF16 (and FP8-trained, BF16-parameter) gradients in FP32 ("bfloat16
+    # requires gradient accumulation and all-reduce to be done in fp32", arguments.py; Llama 3
+    # reduce-scatters in FP32 too, Sec. 3.3.2); FP16 gradients travel in FP16. ZeRO >= 1: a
+    # reduce-scatter of the gradients, then an all-gather of the updated BF16 parameters
     n_dp = psi_gpu * _VALUE
-    t_dp = np.where(replicas > 1, comm.allreduce_time(n_dp, np.maximum(replicas, 2), out_a, out_b), 0.0)
+    n_grad = psi_gpu * _grad_bytes(dtype)
+    reps = np.maximum(replicas, 2)
+    t_dp = np.where(replicas > 1, np.where(
+        zero >= 1, comm.reduce_scatter_time(n_grad, reps, out_a, out_b) + comm.allgather_time(n_dp, reps, out_a, out_b),
+        comm.allreduce_time(n_grad, reps, out_a, out_b)), 0.0)
     backward_last = stage_bwd + recompute
     dp_exposed = np.where(replicas > 1, np.maximum(t_dp - backward_last, t_dp / stage_layers), 0.0)
 
@@ -333,7 +353,7 @@ def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols, a
     zero3 = np.where(zero == 3, m * np.maximum(0.0, 2 * t_ag - (compute + recompute)), 0.0)
 
     local = psi_gpu / np.where(zero >= 1, replicas, 1)
-    optimizer = _ADAM_BYTES * local / acc.hbm_bandwidth
+    optimizer = ((_ADAM_BYTES + _NORM_BYTES) * local + _ZERO_GRAD_BYTES * psi_gpu) / acc.hbm_bandwidth
     step_time = pipeline + dp_exposed + zero3 + optimizer
 
     # ---- memory per GPU: the first stage (most in flight) and the last (logits)
