@@ -246,3 +246,22 @@ def test_gradients_reduce_in_fp32_unless_fp16_and_the_optimizer_reads_its_bytes(
     z1 = plan.estimate(cfg, **{**kw, "zero": 1})
     hbm = hardware.get("a100-80gb").hbm_bandwidth
     assert z1.breakdown["optimizer"] == pytest.approx((34 * psi / 4 + 4 * psi) / hbm)
+
+
+def test_gradient_reduction_after_the_pipeline_is_all_exposed():
+    kw = dict(gpus=256, gpu="a100-80gb", tp=8, pp=1, dp=32, global_batch=1024, seq=2048,
+              zero=0, micro_batch=8, recompute="full", dtype="fp16", attention="unfused",
+              sequence_parallel=False)
+    late = plan.estimate("megatron-18b", **kw, overlap_grad_reduce=False)
+    ib = hardware.get("ib-hdr200")
+    psi = models.get("megatron-18b").num_params() / 8
+    full = comm.allreduce_time(2 * psi, 32, ib.alpha, ib.beta * protocol_efficiency(ib))
+    assert late.breakdown["dp_comm"] == pytest.approx(full)           # FP16 gradients, all exposed
+    early = plan.estimate("megatron-18b", **kw)
+    assert early.breakdown["dp_comm"] < 0.1 * full                    # hidden under the last backward
+    # validate() takes the software's rule: the 2021 Megatron rows reduce after the pipeline
+    from dtbook.plan.validate import overlaps_grad_reduce
+    assert not overlaps_grad_reduce(runs.get("megatron-weak-18b"))
+    assert overlaps_grad_reduce(runs.get("llama3-405b-16k"))
+    assert plan.search("megatron-18b", gpus=256, gpu="a100-80gb", global_batch=1024, seq=2048,
+                       top=1, overlap_grad_reduce=False)[0].config["overlap_grad_reduce"] is False

@@ -48,7 +48,11 @@ After it:
   (Megatron-LM accumulates and reduces BF16 gradients in FP32; Llama 3 reduce-scatters in
   FP32, Dubey et al. 2024 Sec. 3.3.2); parameters in BF16. Overlap rule: the reduction runs during the backward of
   the last micro-batch, bucket by bucket, so what is exposed is the larger of (DP time minus
-  that backward) and the last bucket (one layer's share);
+  that backward) and the last bucket (one layer's share). With ``overlap_grad_reduce=False``
+  all of it is exposed: Megatron-LM before its 2023 DistributedDataParallel reduced the
+  gradients after the whole pipeline (``optimizer.reduce_model_grads``, "All-reduce all
+  grads", called from ``train_step`` after the forward-backward pass), and DeepSpeed's
+  pipeline engine runs ``ReduceGrads`` after the last micro-batch;
 * **ZeRO-3**: the parameters are all-gathered before each micro-batch's forward and
   backward, prefetched under compute: only the excess over a micro-batch's compute is exposed;
 * **optimizer**: memory-bound, at the HBM bandwidth: Adam reads and writes its FP32 state
@@ -200,11 +204,13 @@ def _stage_layers(layers, pp):
     return busiest, last
 
 
-def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols, attention="flash"):
+def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols, attention="flash",
+             overlap_grad_reduce=True):
     """The model of the module notes over NumPy arrays of configurations: ``cols`` maps each
     of ``COLUMNS`` to an array (recompute as 0/1/2, sequence_parallel as 0/1). Returns a dict
     of arrays: the breakdown terms (seconds, bytes), ``step_time``, ``memory_per_gpu``,
-    ``model_flops``. ``attention``: ``"flash"`` or ``"unfused"`` (module notes). Inputs are assumed valid (see :func:`dtbook.plan.search.configurations`
+    ``model_flops``. ``attention``: ``"flash"`` or ``"unfused"``; ``overlap_grad_reduce``:
+    whether the DP reduction overlaps the last backward (module notes). Inputs are assumed valid (see :func:`dtbook.plan.search.configurations`
     and :func:`estimate`). (Chapter 27.)"""
     tp, pp, dp, cp, ep, vpp, mb, zero, rc, sp = (np.asarray(cols[c], dtype=float) for c in COLUMNS)
     acc = hardware.get(gpu)
@@ -346,7 +352,8 @@ def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols, a
         zero >= 1, comm.reduce_scatter_time(n_grad, reps, out_a, out_b) + comm.allgather_time(n_dp, reps, out_a, out_b),
         comm.allreduce_time(n_grad, reps, out_a, out_b)), 0.0)
     backward_last = stage_bwd + recompute
-    dp_exposed = np.where(replicas > 1, np.maximum(t_dp - backward_last, t_dp / stage_layers), 0.0)
+    overlapped = np.maximum(t_dp - backward_last, t_dp / stage_layers)
+    dp_exposed = np.where(replicas > 1, overlapped if overlap_grad_reduce else t_dp, 0.0)
 
     # ---- ZeRO-3: parameter all-gathers before each forward and backward, prefetched
     t_ag = np.where(replicas > 1, comm.allgather_time(n_dp, np.maximum(replicas, 2), out_a, out_b), 0.0)
@@ -452,14 +459,17 @@ def _check(cfg, gpus, gpu, tp, pp, dp, cp, ep, vpp, micro_batch, global_batch, s
 
 def estimate(model, *, gpus, gpu="h100-sxm", tp, pp, dp, cp=1, ep=1, vpp=1, micro_batch=1,
              global_batch, seq, zero=1, recompute="none", sequence_parallel=True,
-             dtype="bf16", gpus_per_node=8, attention="flash") -> Estimate:
+             dtype="bf16", gpus_per_node=8, attention="flash", overlap_grad_reduce=True) -> Estimate:
     """Step time, throughput and memory of one configuration (chapter 27; see the module
     notes for the model). ``model``: a :mod:`dtbook.models` name or a ``TransformerConfig``;
     ``gpu``: an accelerator of :mod:`dtbook.hardware`; ``ep`` splits the experts over the
     data-parallel (and context-parallel) replicas. Bad arguments raise ``ValueError`` naming
     the argument. ``attention``: ``"flash"`` (default: a fused kernel that skips the masked
     half and keeps no score matrix) or ``"unfused"`` (the score matrix materialised, soft-maxed
-    and dropped out in HBM, Megatron-LM before FlashAttention)."""
+    and dropped out in HBM, Megatron-LM before FlashAttention). ``overlap_grad_reduce``:
+    ``True`` (default) overlaps the data-parallel gradient reduction with the last backward,
+    ``False`` runs it after the pipeline (Megatron-LM and DeepSpeed's pipeline engine before
+    2023; module notes)."""
     cfg = resolve_model(model)
     if attention not in ATTENTION:
         raise ValueError(f"attention must be one of {ATTENTION}, got {attention!r}")
@@ -471,7 +481,7 @@ def estimate(model, *, gpus, gpu="h100-sxm", tp, pp, dp, cp=1, ep=1, vpp=1, micr
                 recompute=RECOMPUTE.index(recompute), sequence_parallel=int(bool(sequence_parallel)))
     out = evaluate(cfg, gpus=gpus, gpu=gpu, seq=seq, global_batch=global_batch, dtype=dtype,
                    gpus_per_node=gpus_per_node, cols={k: np.array([v]) for k, v in cols.items()},
-                   attention=attention)
+                   attention=attention, overlap_grad_reduce=bool(overlap_grad_reduce))
     val = {k: float(np.asarray(v).reshape(-1)[0]) for k, v in out.items()}
     acc = hardware.get(gpu)
     step = val["step_time"]
@@ -479,7 +489,8 @@ def estimate(model, *, gpus, gpu="h100-sxm", tp, pp, dp, cp=1, ep=1, vpp=1, micr
     config = dict(model=cfg.name, gpus=gpus, gpu=gpu, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp,
                   micro_batch=micro_batch, global_batch=global_batch, seq=seq, zero=zero,
                   recompute=recompute, sequence_parallel=bool(sequence_parallel), dtype=dtype,
-                  gpus_per_node=gpus_per_node, attention=attention)
+                  gpus_per_node=gpus_per_node, attention=attention,
+                  overlap_grad_reduce=bool(overlap_grad_reduce))
     breakdown = {k: val[k] for k in ("compute", "recompute", "elementwise", "tp_comm", "cp_comm",
                                      "ep_comm", "pp_comm", "bubble", "dp_comm", "zero3_comm",
                                      "optimizer", "memory_state", "memory_activations")}

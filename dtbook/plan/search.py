@@ -108,13 +108,15 @@ def _run(model, gpus, global_batch, seq, gpu, fixed):
     for name, value in (("gpus", gpus), ("global_batch", global_batch), ("seq", seq)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
-    unknown = set(fixed) - set(_KEYS) - {"dtype", "gpus_per_node", "attention"}
+    _extra = ("dtype", "gpus_per_node", "attention", "overlap_grad_reduce")
+    unknown = set(fixed) - set(_KEYS) - set(_extra)
     if unknown:
         raise ValueError(f"cannot fix {sorted(unknown)}: fix any of "
-                         f"{_KEYS + ('dtype', 'gpus_per_node', 'attention')}")
+                         f"{_KEYS + _extra}")
     attention = fixed.get("attention", "flash")
     if attention not in ATTENTION:
         raise ValueError(f"attention must be one of {ATTENTION}, got {attention!r}")
+    overlap = bool(fixed.get("overlap_grad_reduce", True))
     dtype = fixed.get("dtype", "bf16")
     acc.peak(dtype)
     gpn = fixed.get("gpus_per_node", 8)
@@ -125,23 +127,26 @@ def _run(model, gpus, global_batch, seq, gpu, fixed):
         cols = {k: v[keep] for k, v in cols.items()}
         stages[name] = len(cols["tp"])
     out = evaluate(cfg, gpus=gpus, gpu=gpu, seq=seq, global_batch=global_batch, dtype=dtype,
-                   gpus_per_node=gpn, cols=cols, attention=attention) if len(cols["tp"]) else None
+                   gpus_per_node=gpn, cols=cols, attention=attention,
+                   overlap_grad_reduce=overlap) if len(cols["tp"]) else None
     if out is not None:
         keep = out["memory_per_gpu"] <= acc.hbm_bytes
         cols = {k: v[keep] for k, v in cols.items()}
         out = {k: np.asarray(v)[keep] for k, v in out.items()}
     stages["memory fits in HBM"] = len(cols["tp"])
-    return cfg, gpu, (dtype, attention), gpn, cols, out, stages
+    return cfg, gpu, (dtype, attention, overlap), gpn, cols, out, stages
 
 
 def _as_kwargs(cols, i, dtype, gpn):
-    dtype, attention = dtype
+    dtype, attention, overlap = dtype
     kw = {k: int(cols[k][i]) for k in ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "zero")}
     kw["recompute"] = RECOMPUTE[int(cols["recompute"][i])]
     kw["sequence_parallel"] = bool(cols["sequence_parallel"][i])
     kw["dtype"], kw["gpus_per_node"] = dtype, gpn
     if attention != "flash":   # the default stays out of the dicts readers already use
         kw["attention"] = attention
+    if not overlap:
+        kw["overlap_grad_reduce"] = False
     return kw
 
 

@@ -18,7 +18,20 @@ from __future__ import annotations
 from .. import runs as _runs
 from .search import search
 
-__all__ = ["validate", "predict_run"]
+__all__ = ["validate", "predict_run", "overlaps_grad_reduce"]
+
+
+def overlaps_grad_reduce(run) -> bool:
+    """Whether ``run``'s software overlapped the data-parallel gradient reduction with the
+    backward pass (chapter 27): the run's own ``overlap_grad_reduce`` where the catalog
+    records it; otherwise by the software of its era, which the catalog's ``attention``
+    field marks: the unfused-attention runs (2021-22) used Megatron-LM, which reduced the
+    gradients after the pipeline (``optimizer.reduce_model_grads``), or DeepSpeed's pipeline
+    engine (``ReduceGrads`` after the last micro-batch); the FlashAttention-era runs used
+    Megatron-Core's DDP with ``overlap_grad_reduce`` or FSDP, which overlap it. A property
+    of the software, not a correction fitted to any row."""
+    recorded = getattr(run, "overlap_grad_reduce", None)
+    return bool(recorded) if recorded is not None else run.attention == "flash"
 
 
 def predict_run(run):
@@ -28,7 +41,8 @@ def predict_run(run):
     ``ValueError`` if no configuration fits."""
     fixed = _runs.printed_fields(run)
     best = search(run.model, gpus=run.gpus, gpu=run.gpu, global_batch=run.global_batch,
-                  seq=run.seq, top=1, dtype=run.dtype, attention=run.attention, **fixed)
+                  seq=run.seq, top=1, dtype=run.dtype, attention=run.attention,
+                  overlap_grad_reduce=overlaps_grad_reduce(run), **fixed)
     if not best:
         raise ValueError(f"{run.name}: no configuration with the printed fields {fixed} fits")
     return best[0]
