@@ -229,7 +229,31 @@ class Exercise:
                 if _ARITHMETIC.fullmatch(sums) and re.search(r"\d\s*[-+*/^(]|\)", sums):
                     value = _number(_bounded_expr(sums.replace(",", ""), {}))
                     return _Typed(value * scale)  # "8*1024": computed, not typed digits
-                raise AnswerError(f"{e}; type a number" + (
+                # "2*199.75 ms": arithmetic, then a unit; computed, then read with its unit
+                with_unit = re.fullmatch(
+                    r"(\$?)([\d\s.,_eE+\-*/()^]+?)\s*([^\d\s.,_+\-*/()^][^\d]*)?", sums)
+                arithmetic = with_unit and re.search(r"\d\s*[-+*/^(]|\)", with_unit.group(2))
+                if arithmetic:
+                    dollar, sums, rest = with_unit.groups()
+                    try:
+                        value = _number(_bounded_expr(sums.replace(",", ""), {}))
+                    except AnswerError as err:
+                        if not str(err).startswith("could not read"):
+                            raise
+                        value = None  # not arithmetic after all: said below
+                if arithmetic and value is not None:
+                    computed = f"{dollar}{value!r} {rest or ''}".strip()
+                    try:
+                        got = self._read_number(computed, unit)
+                    except (AnswerError, _WrongDimension) as err:  # name what was typed
+                        raise type(err)(str(err).replace(repr(computed), repr(ans))) from None
+                    return _Typed(got.value, note=got.note)
+                reason = str(e)
+                if (arithmetic or reason.startswith("write powers of ten")) and not re.search(
+                        r"[x×·*]\s*10\s*(\^|\*\*)", text):  # a product, not a power of ten
+                    reason = (f"could not compute {ans!r}: before the unit, use only numbers, "
+                              "+ - * / ( ) and **")
+                raise AnswerError(f"{reason}; type a number" + (
                     f" (read in {unit}) or a quantity such as {_fmt(1.5 * scale, unit)!r}"
                     if unit else "")) from None
             number = re.match(r"\$?\s*([-+]?[\d.,_]+(?:[eE][-+]?\d+)?)", text.lstrip("$ "))

@@ -62,6 +62,8 @@ ACCEPTED = [
     # two significant figures, which 1% used to reject with a false diagnosis
     ("03.3", "3.8 GB"), ("05.2", "1.4"), ("05.5", "3.1 years"), ("05.2", 1.4),
     ("04.1", "2*199.75"), ("01.1", "2.08 × 10^11 B"),
+    # arithmetic before a unit is computed, then read with the unit
+    ("04.1", "2*199.75 ms"), ("01.1", "(2+2+4+4+4)*13e9 B"), ("01.4", "$2*1.5M"),
 ]
 
 
@@ -122,6 +124,15 @@ def test_messages_name_no_internals(ex_id, answer):
     msg = grade(ex_id, answer).message
     assert not re.search(r"\w+Error|Exception|0x[0-9a-f]{6,}|AssumptionKeys|Traceback", msg), msg
     assert " a A" not in msg and " a a" not in msg.lower().replace(" a an", "")
+
+
+@pytest.mark.parametrize("ex_id,answer,phrase", [
+    ("04.1", "2*100 ms", "factor of 2"), ("01.1", "2*x GB", "could not compute"),
+    ("01.1", "2*104 s", "'2*104 s' is a time"), ("02.3", "2*1024", "orders of magnitude")])
+def test_a_product_is_not_taken_for_a_power_of_ten(ex_id, answer, phrase):
+    # "write powers of ten as 1.5e9" used to answer every '*' typed before a unit
+    msg = grade(ex_id, answer).message
+    assert phrase in msg and "powers of ten" not in msg, msg
 
 
 def test_orders_of_magnitude_are_counted_in_words():
