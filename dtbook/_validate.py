@@ -140,16 +140,23 @@ def _check_argument(param, value):
             raise ValueError(f"{name} must be a finite number, got {value!r}")
         return
     if isinstance(value, np.ndarray):
+        if value.dtype.kind == "O":  # an array of Python objects: None, complex, text inside
+            _check_items(name, value.ravel().tolist())
+            return
         if value.dtype.kind == "c":
             raise ValueError(f"{name} must be real numbers, got a complex array")
         if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
             raise ValueError(f"{name} must be finite numbers, got an array with NaN or inf")
         return
     if isinstance(value, (list, tuple)):
-        for item in value:
-            if isinstance(item, (numbers.Number, np.ndarray, str, type(None))) \
-                    and not isinstance(item, (bool, np.bool_)):
-                _check_argument(_Item(name), item)
+        _check_items(name, value)
+
+
+def _check_items(name, items):
+    for item in items:
+        if isinstance(item, (numbers.Number, np.ndarray, str, type(None))) \
+                and not isinstance(item, (bool, np.bool_)):
+            _check_argument(_Item(name), item)
 
 
 class _Item:

@@ -29,7 +29,7 @@ NOT_FORMULAS = {
     # they run processes, measure, train, draw or parse text, and have tests of their own
     "dist", "_launcher", "_validate", "exercises", "microbench", "nn", "toylm", "plotting",
     "widgets", "measure", "symbolic", "units", "collectives", "parallel", "parallel.counting",
-    "schedules", "parallel.pipeline",  # a simulator and a stage runner: tests/test_schedules.py
+    "parallel.pipeline",  # a stage runner: tests/test_parallel_pipeline.py
     "parallel.data", "parallel.compress", "parallel.tensor", "parallel.expert", "parallel.zero", "parallel.sequence",
     "parallel.overlap",  # chapter 31: hooks and a timeline recorder, tests/test_overlap.py
     "parallel.four_d",  # chapter 25: a (dp, cp, tp) block on gloo, tests/test_four_d.py
@@ -37,8 +37,9 @@ NOT_FORMULAS = {
     "parallel.local_sgd",  # chapter 29: training loops and a parameter server, tests/test_local_sgd.py
     # catalogs: they take names, and name the bad one (tests/test_hardware.py, test_models.py)
     "hardware", "models", "runs",
-    # the planner (chapter 27): tests/test_plan.py; its functions take configurations
-    "plan", "plan.estimate", "plan.search", "plan.cli", "plan.validate", "plan.gemm", "__main__",
+    # the planner (chapter 27): tests/test_plan.py; these take configurations, run searches,
+    # read the catalog of runs or parse a command line (plan.gemm and plan.estimate are walked)
+    "plan", "plan.search", "plan.cli", "plan.validate", "__main__",
     # reads the book's own records (the corrections appendix)
     "edition",
     # runs searches over a candidate list (tests/test_search_strategies.py)
@@ -46,7 +47,13 @@ NOT_FORMULAS = {
 }
 # Functions of formula modules that are not formulas: they run a loader or write files.
 NOT_FORMULA_FUNCTIONS = {"datapipe.make_tokens", "datapipe.write_shards", "datapipe.run_loader",
-                         "activations.saved_tensors"}
+                         "activations.saved_tensors",
+                         "schedules.from_torch",  # reads PyTorch's action objects
+                         # the planner's lookups by name or object, and estimate()'s own
+                         # steps, which every bad number to estimate() reaches
+                         "plan.estimate.resolve_model", "plan.estimate.links_for",
+                         "plan.estimate.protocol_efficiency", "plan.estimate.elementwise_values",
+                         "plan.estimate.evaluate"}
 
 HOUSE = {"world": 8, "p": 8, "P": 8, "tp": 8, "dp": 8, "pp": 4, "params": 7e9, "tokens": 1e12,
          "nbytes": 1e9, "n": 1e9, "alpha": 1e-5, "beta": 5e10, "mfu": 0.4, "peak_flops": 1e15,
@@ -114,6 +121,12 @@ def _baselines():
         "moe.dispatch_matrix": dict(shares=[0.5, 0.25, 0.125, 0.125], tokens=64, world=2),
         **{f"moe.{f}": dict(shares=[0.5, 0.25, 0.125, 0.125], tokens=64, hidden=4096, world=2)
            for f in ("dispatch_sent_bytes", "dispatch_received_bytes")},
+        **{f"schedules.{f}": dict(schedule="1f1b", stages=4, microbatches=8)
+           for f in ("build", "simulate")},
+        **{f"schedules.{f}": dict(stages=4, microbatches=8) for f in ("book_1f1b", "dualpipe_v")},
+        "schedules.table2_bubble": dict(schedule="1f1b", stages=4, t_forward=1.0, t_backward=2.0),
+        "plan.estimate.estimate": dict(model="llama3-8b", gpus=64, tp=8, pp=2, dp=4, seq=4096,
+                                       global_batch=256),
         "scaling.isoflop_minimum": dict(params=np.array([1e8, 3e8, 1e9, 3e9, 1e10]),
                                         losses=np.array([3.1, 2.9, 2.85, 2.9, 3.05])),
     }
@@ -192,7 +205,31 @@ MUST_REFUSE = [None, float("nan"), "12", 1 + 1j, True, float("inf")]
 MAY_REFUSE = [-1.0, 0, 10**400]
 
 
-@pytest.mark.parametrize("qualname,fn", FUNCTIONS, ids=[q for q, _ in FUNCTIONS])
+# Formula functions walked here that do not yet keep the contract, and what is left to do in
+# them (their modules belong to other chapters). Strict: once one is fixed, its entry must go.
+KNOWN_GAPS = {
+    "schedules.build": "stages or microbatches of 10**400 build lists forever: bound them",
+    "schedules.book_1f1b": "as schedules.build",
+    "schedules.dualpipe_v": "as schedules.build",
+    "schedules.simulate": "as schedules.build",
+    "schedules.table2_bubble": "10**400 gives a bare OverflowError: refuse it by name",
+    "plan.gemm.matmul_time": "None, NaN, '12', True and inf are accepted (NaN out); "
+                             "needs _validate.guard_module and m, n, k > 0",
+    "plan.estimate.in_flight": "as plan.gemm.matmul_time, for pp, m, vpp, stage",
+    "plan.estimate.estimate": "seq or global_batch of 10**400 gives a bare OverflowError",
+}
+
+
+def _walked(functions):
+    return [pytest.param(q, fn, id=q, marks=pytest.mark.xfail(strict=True, reason=KNOWN_GAPS[q]))
+            if q in KNOWN_GAPS else pytest.param(q, fn, id=q) for q, fn in functions]
+
+
+def test_known_gaps_are_walked():
+    assert set(KNOWN_GAPS) <= {q for q, _ in FUNCTIONS}
+
+
+@pytest.mark.parametrize("qualname,fn", _walked(FUNCTIONS))
 def test_every_formula_refuses_bad_numbers_by_name(qualname, fn):
     base = _baseline(qualname, fn)
     assert base is not None, (f"{qualname}: no valid call found; add one to BASELINES in "
@@ -221,6 +258,50 @@ def test_every_formula_refuses_bad_numbers_by_name(qualname, fn):
                 problems.append(f"{name}={bad!r:.20}: accepted, returned {out!r:.60}")
             elif not _finite(out):
                 problems.append(f"{name}={bad!r:.20}: returned a non-finite {out!r:.60}")
+    assert not problems, f"{qualname}:\n  " + "\n  ".join(problems)
+
+
+def _numeric_array(value) -> bool:
+    if isinstance(value, np.ndarray):
+        return value.dtype.kind in "iuf" and value.size > 0
+    return (isinstance(value, (list, tuple)) and len(value) > 0
+            and all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in value))
+
+
+def _bad_arrays(value):
+    """An array or list argument spoilt three ways: a NaN inside, complex, a None inside."""
+    arr = np.asarray(value, dtype=float)
+    nan = arr.copy()
+    nan.flat[0] = np.nan
+    out = [nan if isinstance(value, np.ndarray) else type(value)(nan.tolist()), arr + 1j]
+    if arr.ndim == 1:
+        items = [None] + arr.tolist()[1:]
+        out.append(np.array(items, dtype=object) if isinstance(value, np.ndarray)
+                   else type(value)(items))
+    return out
+
+
+@pytest.mark.parametrize("qualname,fn", FUNCTIONS, ids=[q for q, _ in FUNCTIONS])
+def test_every_formula_refuses_bad_arrays_by_name(qualname, fn):
+    # the fit functions took complex data with a bare TypeError; an object array hid a None
+    base = _baseline(qualname, fn)
+    assert base is not None, f"{qualname}: no valid call found; add one to BASELINES"
+    problems = []
+    for name in [k for k, v in base.items() if k != "_args" and _numeric_array(v)]:
+        for bad in _bad_arrays(base[name]):
+            try:
+                out = _call(fn, dict(base, **{name: bad}))
+            except ValueError as e:
+                if not re.search(rf"\b{re.escape(name)}\b", str(e)):
+                    problems.append(f"{name}={bad!r:.40}: ValueError names another argument: {e}")
+                continue
+            except _Hung:
+                problems.append(f"{name}={bad!r:.40}: did not return within 3 s")
+                continue
+            except Exception as e:
+                problems.append(f"{name}={bad!r:.40}: {type(e).__name__}: {e}"[:200])
+                continue
+            problems.append(f"{name}={bad!r:.40}: accepted, returned {out!r:.60}")
     assert not problems, f"{qualname}:\n  " + "\n  ".join(problems)
 
 
