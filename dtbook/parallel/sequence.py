@@ -223,13 +223,14 @@ def _exchange(x, direction, group):
 
 
 def ring_attention(q, k, v, causal=False, layout="contiguous", group=None, stats=None,
-                   mask_fn=None):
+                   mask_fn=None, safe=True):
     """Attention of this rank's queries over every rank's keys (chapter 17). q, k, v are
     [b, n_h, S/P, d] for the tokens :func:`positions` gives this rank. P steps: merge the
     block in hand, pass the stacked K/V to the next rank. Under ``causal`` the mask compares
     global positions, and chunk pairs with every key in the future are skipped; ``stats``
     (a dict) receives the chunk pairs computed. ``mask_fn(step, q_pos, k_pos)`` overrides the
-    mask (to show a wrong one)."""
+    mask (to show a wrong one); ``safe=False`` drops the guard on rows that see no key of a
+    block, which then turn NaN (see :func:`block_state`)."""
     rank, world = dist.get_rank(group), dist.get_world_size(group)
     local = q.shape[-2]
     chunks = 2 if layout == "zigzag" else 1
@@ -252,7 +253,7 @@ def ring_attention(q, k, v, causal=False, layout="contiguous", group=None, stats
                 mask = None
             if stats is not None:
                 stats["chunk_pairs"] = stats.get("chunk_pairs", 0) + 1
-            part = block_state(q[..., qs, :], kv[0][..., ks, :], kv[1][..., ks, :], mask)
+            part = block_state(q[..., qs, :], kv[0][..., ks, :], kv[1][..., ks, :], mask, safe)
             part = _pad_rows(part, qs, local, q) if chunks > 1 else part
             state = part if state is None else merge(state, part)
         if step < world - 1:
