@@ -10,6 +10,7 @@ import pytest
 from dtbook import comm, hardware, memory, models, pipeline_parallel, plan, runs, schedules
 from dtbook.plan.estimate import elementwise_values, in_flight, protocol_efficiency
 from dtbook.plan.gemm import matmul_time
+from dtbook.plan.validate import overlaps_grad_reduce
 
 BASE = dict(gpus=64, gpu="h100-sxm", tp=8, pp=2, dp=4, global_batch=64, seq=4096)
 
@@ -119,14 +120,18 @@ def test_bad_input_names_the_argument(kwargs, word):
 def test_validation_band():
     # Reported and predicted tokens/s of every published run, each predicted as the planner's
     # best configuration over the fields its source did not print. No constant is fitted to
-    # them. Last run: mean |error| 0.22, worst +0.51 (MT-NLG's DeepSpeed rows), every A100
-    # row over-predicted: the model leaves out kernel launch gaps, framework overheads and
-    # imperfect overlap (chapter 27 shows the table).
+    # them. Last run (27 rows): mean |error| 0.23, worst +0.56 (MT-NLG's DeepSpeed rows).
+    # The H100 rows (Llama 3 Table 4, NeMo / Megatron-Bridge FP8 tables) lie within -11% and
+    # +14%; every 2021-22 A100 row is over-predicted by +15% to +56%: what those stacks lost
+    # (kernel launches at micro-batch 1, DeepSpeed's pipeline engine, 2021 cuBLAS against the
+    # 2024 matmul ceiling) has no sourced mechanism in the planner yet.
     rows = plan.validate()
     errors = np.array([r["error"] for r in rows])
     assert len(rows) == len(runs.names())
     assert np.all(np.abs(errors) < 0.6)
     assert np.mean(np.abs(errors)) < 0.25
+    h100 = np.array([r["error"] for r in rows if r["gpu"] == "h100-sxm"])
+    assert len(h100) and np.all(np.abs(h100) < 0.15)
     assert all(r["fits"] for r in rows)  # a published layout ran, so it must fit
 
 
@@ -139,7 +144,7 @@ def test_validation_fixes_every_printed_field_and_chooses_the_rest():
         # the choice is the best: no other value of the unprinted fields is faster
         others = plan.search(run.model, gpus=run.gpus, gpu=run.gpu, global_batch=run.global_batch,
                              seq=run.seq, top=5, dtype=run.dtype, attention=run.attention,
-                             **r["printed"])
+                             overlap_grad_reduce=overlaps_grad_reduce(run), **r["printed"])
         assert r["predicted"] == pytest.approx(max(o.tokens_per_second for o in others))
 
 
@@ -260,7 +265,6 @@ def test_gradient_reduction_after_the_pipeline_is_all_exposed():
     early = plan.estimate("megatron-18b", **kw)
     assert early.breakdown["dp_comm"] < 0.1 * full                    # hidden under the last backward
     # validate() takes the software's rule: the 2021 Megatron rows reduce after the pipeline
-    from dtbook.plan.validate import overlaps_grad_reduce
     assert not overlaps_grad_reduce(runs.get("megatron-weak-18b"))
     assert overlaps_grad_reduce(runs.get("llama3-405b-16k"))
     assert plan.search("megatron-18b", gpus=256, gpu="a100-80gb", global_batch=1024, seq=2048,
