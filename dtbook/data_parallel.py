@@ -29,6 +29,7 @@ __all__ = [
     "strong_scaling_efficiency", "weak_scaling_efficiency", "accumulation_speedup",
     "overlapped_step_time", "overlap_fraction", "straggler_step_time",
     "staleness_mean_penalty", "reduction_error_bound", "order_difference_bound",
+    "memory_per_device",
 ]
 
 
@@ -169,6 +170,16 @@ def order_difference_bound(world, eps, abs_sum):
     """Two reduction orders (a ring's chain, a tree's pairs) can differ by at most the sum of
     their bounds: 2(P − 1)·ε·Σ|g_i| (chapter 14)."""
     return 2 * reduction_error_bound(world, eps, abs_sum)
+
+
+def memory_per_device(params, bytes_per_param=16):
+    """Model-state bytes on each rank: Ψ·s_state, the same for every P, because every rank
+    holds a whole replica of the parameters, gradients and optimizer state (chapter 14;
+    16 bytes per parameter for mixed-precision Adam, chapter 19; ZeRO, chapter 20, removes
+    the redundancy)."""
+    check.positive("params", params)
+    check.positive("bytes_per_param", bytes_per_param)
+    return params * bytes_per_param
 
 
 check.guard_module(globals())  # every public formula checks its arguments (DESIGN.md)

@@ -22,7 +22,8 @@ __all__ = ["bubble_fraction", "interleaved_bubble_fraction", "interleaved_bubble
            "zb_h1_bubble_fraction", "batch_time", "pipeline_efficiency", "throughput",
            "activations_in_flight", "p2p_message_bytes", "p2p_bytes_per_minibatch",
            "dp_allreduce_bytes", "load_balance_efficiency", "stage_times",
-           "best_partition"]
+           "best_partition", "compute_comm_ratio", "stages_for_unit_ratio",
+           "memory_per_device"]
 
 
 def bubble_fraction(p, microbatches):
@@ -135,6 +136,43 @@ def dp_allreduce_bytes(p, params, bytes_per_value=2):
     check.positive("params", params)
     check.positive("bytes_per_value", bytes_per_value)
     return 2 * (p - 1) * params * bytes_per_value / p
+
+
+def compute_comm_ratio(params, p, hidden, peak_flops, beta, bytes_per_value=2):
+    """R = T_comp/T_comm of an inner stage per microbatch (chapter 16): 6(Ψ/p)·bS FLOPs at F
+    against two messages of b·S·H·sizeof at β (the activation forward, its gradient
+    backward), R = 3Ψβ/(p·F·H·sizeof). The microbatch's tokens cancel: only the stage's
+    share of the weights per unit of width decides."""
+    check.positive("params", params)
+    check.count("p", p)
+    check.positive("hidden", hidden)
+    check.positive("peak_flops", peak_flops)
+    check.positive("beta", beta)
+    check.positive("bytes_per_value", bytes_per_value)
+    return 3 * params * beta / (p * peak_flops * hidden * bytes_per_value)
+
+
+def stages_for_unit_ratio(params, hidden, peak_flops, beta, bytes_per_value=2):
+    """The number of stages p* = 3Ψβ/(F·H·sizeof) at which R = 1 (chapter 16): with more
+    (thinner) stages the point-to-point messages take longer than the compute."""
+    check.positive("params", params)
+    check.positive("hidden", hidden)
+    check.positive("peak_flops", peak_flops)
+    check.positive("beta", beta)
+    check.positive("bytes_per_value", bytes_per_value)
+    return 3 * params * beta / (peak_flops * hidden * bytes_per_value)
+
+
+def memory_per_device(params, p, activation_bytes, microbatches, stage=0, schedule="1f1b",
+                      bytes_per_param=16):
+    """Bytes on stage ``stage`` (chapter 16): its 1/p of the model state, s_state·Ψ/p, plus
+    the activations it holds at its peak, m microbatches under GPipe and min(p − s, m)
+    under 1F1B, each of ``activation_bytes``."""
+    check.positive("params", params)
+    check.positive("activation_bytes", activation_bytes)
+    check.positive("bytes_per_param", bytes_per_param)
+    held = activations_in_flight(p, microbatches, stage, schedule)
+    return bytes_per_param * params / p + held * activation_bytes
 
 
 # --------------------------------------------------------------------------- load balance

@@ -32,7 +32,7 @@ __all__ = ["activation_bytes", "allreduces_per_layer", "layer_comm_bytes", "laye
            "layer_forward_flops", "layer_training_flops", "compute_comm_ratio",
            "ratio_coefficient", "ratio_bandwidth_limit", "width_for_unit_ratio",
            "layernorm_stats_bytes", "heads_per_rank", "padded_heads", "head_padding_waste",
-           "kv_heads_per_rank"]
+           "kv_heads_per_rank", "layer_params_per_rank"]
 
 # Forward FLOPs of one layer per token, in units of d²: Q, K, V and the output projection
 # (4 matmuls of d × d, 2 FLOPs per multiply-add) and the MLP's d → 4d → d (2 matmuls of 4d²).
@@ -207,6 +207,15 @@ def kv_heads_per_rank(kv_heads, tp):
         raise ValueError(f"kv_heads = {kv_heads} does not divide tp = {tp}: the replicas of "
                          f"a KV head would be uneven")
     return 1
+
+def layer_params_per_rank(hidden, tp):
+    """Parameters one rank holds of a Megatron layer (chapter 15): the 12d² weights and the
+    7d biases of the column-parallel Q, K, V and first MLP linear are split t ways; the
+    row-parallel layers' two biases (added after the all-reduce) and the two LayerNorms'
+    4d are replicated: 12d²/t + 7d/t + 6d. The full layer (t = 1) has 12d² + 13d."""
+    check.positive("hidden", hidden)
+    check.count("tp", tp)
+    return 12 * hidden**2 / tp + 7 * hidden / tp + 6 * hidden
 
 
 check.guard_module(globals())  # every public formula checks its arguments (DESIGN.md)

@@ -89,3 +89,21 @@ def test_bucket_plan_matches_pytorch(seed):
 def test_bucket_plan_refuses_a_zero_cap():
     with pytest.raises(ValueError, match="cap"):
         bucket_plan([4, 4], 0)
+
+
+def test_memory_per_device_is_a_whole_replica_of_adams_state():
+    """fp32 Adam holds parameter, gradient and two moments, 4 + 4 + 8 bytes, on every rank:
+    counted from torch's own tensors, and equal to chapter 19's breakdown for mixed precision."""
+    from dtbook import memory
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+    opt = torch.optim.Adam(model.parameters())
+    model(torch.randn(4, 32)).sum().backward()
+    opt.step()
+    tensors = [p for p in model.parameters()] + [p.grad for p in model.parameters()]
+    tensors += [t for st in opt.state.values() for t in st.values() if t.dim() > 0]
+    counted = sum(t.numel() * t.element_size() for t in tensors)
+    psi = sum(p.numel() for p in model.parameters())
+    assert counted == dp.memory_per_device(psi, 16)
+    assert dp.memory_per_device(7e9) == memory.model_state_bytes(7e9)

@@ -74,3 +74,25 @@ def test_partition_and_balance_errors():
     with pytest.raises(ValueError, match="boundaries"):
         pp.stage_times([1.0, 2.0, 3.0], [2, 1])
     assert pp.load_balance_efficiency([10, 10, 10, 10]) == 1.0
+
+
+def test_ratio_is_stage_compute_over_two_messages():
+    from dtbook import data_parallel as dp
+
+    psi, p, H, F, beta, b, S = 70e9, 8, 8192, 989e12, 50e9, 2, 4096
+    t_comp = dp.compute_time(psi / p, b * S, F)               # 6(Ψ/p)·bS / F
+    t_comm = 2 * pp.p2p_message_bytes(b, S, H, 2) / beta       # activation out, gradient back
+    assert np.isclose(pp.compute_comm_ratio(psi, p, H, F, beta), t_comp / t_comm)
+    p_star = pp.stages_for_unit_ratio(psi, H, F, beta)
+    assert np.isclose(pp.compute_comm_ratio(psi, p, H, F, beta), p_star / p)   # R = p*/p
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+def test_memory_per_device_uses_the_simulators_peak(schedule):
+    from dtbook import schedules
+
+    P, m, act, psi = 4, 6, 3.0e6, 1e9
+    peaks = schedules.simulate(schedule, P, m).peak_activations
+    for s in range(P):
+        want = 16 * psi / P + peaks[s] * act
+        assert np.isclose(pp.memory_per_device(psi, P, act, m, stage=s, schedule=schedule), want)

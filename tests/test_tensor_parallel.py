@@ -121,3 +121,11 @@ def test_tp_block_on_two_gloo_ranks_matches_one_process():
     for out_err, grad_err, counts in launch(worker, 2):
         assert out_err < 1e-10 and grad_err < 1e-10
         assert counts == {"all_reduce": tpf.allreduces_per_layer()}
+
+
+@pytest.mark.parametrize("world", [1, 2, 4])
+def test_layer_params_per_rank_counts_the_parallel_blocks_tensors(world):
+    full = tp.Block(32, 4)
+    for rank in range(world):
+        shard = tp.ParallelBlock(full, rank, world) if world > 1 else full
+        assert sum(p.numel() for p in shard.parameters()) == tpf.layer_params_per_rank(32, world)
