@@ -19,7 +19,7 @@ def _tokens_per_second_13b():
     rtol=0.01,
     hint="Each token costs 6Ψ FLOP and the cluster does P·F·MFU FLOP per second.",
     book_answer=73_000,
-    book_note="The book prints ≈73,000 tokens/s, ten times too few: "
+    book_note="The original edition prints ≈73,000 tokens/s, ten times too few: "
               "128 × 989 TFLOP/s × 0.45 / (6 × 13e9) = 7.3e5 tokens/s. The slip carries "
               "into its storage figure (exercise 03a.2).",
 )
@@ -35,7 +35,7 @@ def _():
     rtol=0.01,
     hint="B_req = tokens/s × bytes per token × ρ; take KB as 1000 bytes.",
     book_answer="142 MB/s",
-    book_note="The book's ≈142 MB/s follows from its 73,000 tokens/s, which is ten times "
+    book_note="The original edition's ≈142 MB/s follows from its 73,000 tokens/s, which is ten times "
               "too low (exercise 03a.1); the run needs about 1.42 GB/s.",
 )
 def _():

@@ -79,7 +79,7 @@ def _():
     unit="",
     hint="Divide the two αβ products.",
     book_answer=9,
-    book_note=("The book's 9× compares 900 GB/s NVLink (both directions added) with 50 GB/s "
+    book_note=("The original edition's 9× compares 900 GB/s NVLink (both directions added) with 50 GB/s "
                "InfiniBand (one direction). Per direction on both links NVLink's β is 450 GB/s, "
                "and the ratio halves."),
 )

@@ -1,8 +1,8 @@
 """Exercises for chapter 05, The Economics of Compute.
 
-Peak compute is the catalog's dense BF16 figure for an H100 SXM (989.4 TFLOP/s); the book
+Peak compute is the catalog's dense BF16 figure for an H100 SXM (989.4 TFLOP/s); the original edition
 writes ~989, which moves no answer outside the 1% tolerance. Prices are the inputs each
-prompt states (the book's 2024–25 figures), not market data.
+prompt states (the original edition's 2024–25 figures), not market data.
 """
 
 from dtbook import cost, flops, hardware
@@ -80,7 +80,7 @@ def _():
     unit="years",
     hint="TCO / price is the break-even in busy hours; at 50% utilisation the calendar time doubles.",
     book_answer="3 years",
-    book_note=("The book rounds: 13,750 busy hours at 50% is 27,500 hours of calendar time, "
+    book_note=("The original edition rounds: 13,750 busy hours at 50% is 27,500 hours of calendar time, "
                "3.14 years (37.6 months), which it prints as '~3 yrs'."),
 )
 def _():

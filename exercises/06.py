@@ -61,7 +61,7 @@ def _():
     unit="GB",
     hint="L × 2sbh/t for the stored inputs, plus one layer's per-GPU activations.",
     book_answer="32 GB",
-    book_note=("The book prints ~32 GB (and ~44 GB in total), which is one layer's activations "
+    book_note=("The original edition prints ~32 GB (and ~44 GB in total), which is one layer's activations "
                "without the tensor-parallel split (32.5 GB); per GPU under t = 4 with sequence "
                "parallelism the recomputed layer holds 8.1 GB and the 40 stored inputs 3.4 GB."),
 )
@@ -94,7 +94,7 @@ def _():
     unit=("", "%", "%"),
     hint="P = budget / (price × hours); MFU = 6ΨD / (P F T).",
     book_answer=(694, "22%", "28%"),
-    book_note="The book rounds the third figure, 27.4%, up to ~28%.",
+    book_note="The original edition rounds the third figure, 27.4%, up to ~28%.",
 )
 def _():
     T = 30 * day
@@ -123,7 +123,7 @@ def _():
     unit="",
     hint="Add the fp32 master copy and Adam's two fp32 moments: 2 + 2 + 4 + 4 + 4 bytes.",
     book_answer=3,
-    book_note=("The book calls it a 3× underestimate; the full state is 16Ψ against the 4Ψ "
+    book_note=("The original edition calls it a 3× underestimate; the full state is 16Ψ against the 4Ψ "
                "counted, 4×. (3× is the missing part, 12Ψ, relative to what was counted.)"),
 )
 def _():

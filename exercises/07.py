@@ -33,7 +33,7 @@ def _():
     rtol=0.005,
     hint="At the optimum Ψ^(α+β) ∝ (C/6)^β.",
     book_answer=0.50,
-    book_note=("The source derives a = β/(α+β) = 0.45 and then states C^0.50 in its table, "
+    book_note=("The original edition derives a = β/(α+β) = 0.45 and then states C^0.50 in its table, "
                "its takeaway and chapter 08. 0.50 is what Hoffmann et al.'s Approaches 1 and "
                "2 measured; their printed parametric fit (α = 0.34, β = 0.28) gives 0.452."),
 )
@@ -48,7 +48,7 @@ def _():
     unit="days",
     hint="T = C / (P F η).",
     book_answer="25.4 days",
-    book_note=("The source's 25.4 days is what 1979 TFLOP/s per GPU gives, the H100's FP8 "
+    book_note=("The original edition's 25.4 days is what 1979 TFLOP/s per GPU gives, the H100's FP8 "
                "(or sparse BF16) peak, not the dense BF16 989 TFLOP/s it uses elsewhere; at "
                "989.4 TFLOP/s the run takes twice as long."),
 )

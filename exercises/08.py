@@ -60,7 +60,7 @@ def _():
     rtol=0.02,
     hint="Only the model term changes: A/Ψ^α at 50B against 25B, relative to the whole loss.",
     book_answer="+20%",
-    book_note=("The source says the 50B model has about 20% higher loss. Under the additive law "
+    book_note=("The original edition says the 50B model has about 20% higher loss. Under the additive law "
                "a larger model never does worse on the same data: the model term falls and the "
                "data term is unchanged, so the loss drops, by about 1%. The 50B model costs "
                "twice the compute, which is the real reason not to train it."),
@@ -79,7 +79,7 @@ def _():
     hint="The ratio is (Ψ_eff/Ψ_active)^−0.34.",
     book_answer=0.69,
     book_note=("Ψ_eff/Ψ_active = (1T/70B)^0.5 = 3.78, and 3.78^−0.34 = 0.636: the model term is "
-               "36% lower, not the source's 0.69 (31%)."),
+               "36% lower, not the original edition's 0.69 (31%)."),
 )
 def _():
     act, total = 70e9, 1e12
@@ -94,7 +94,7 @@ def _():
     unit="",
     hint="Divide the two 6ΨD.",
     book_answer=0.25,
-    book_note=("The source says Chinchilla matched GPT-3 with about 4× less compute, yet its own "
+    book_note=("The original edition says Chinchilla matched GPT-3 with about 4× less compute, yet its own "
                "opening numbers are 5.9e23 against 3.15e23 FLOP: Chinchilla used 1.87 times "
                "as much. It matched Gopher's budget, not a quarter of GPT-3's."),
 )
@@ -110,7 +110,7 @@ def _():
     rtol=0.02,
     hint="dtbook.scaling.chinchilla_optimal(1e21, 'approach1'); check that 6ΨD = 1e21.",
     book_answer=(19e9, 400e9),
-    book_note=("The source's 19B parameters and 400B tokens would take 6·19e9·400e9 = 4.6e22 "
+    book_note=("The original edition's 19B parameters and 400B tokens would take 6·19e9·400e9 = 4.6e22 "
                "FLOP, 46 times the budget. Approach 1 gives about 2.9B parameters (the model "
                "the paper itself trains at 1e21 FLOP in its Appendix D.4) on 58B tokens."),
 )

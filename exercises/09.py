@@ -43,7 +43,7 @@ def _():
     rtol=0.005,
     hint="(50B/10B)^0.34.",
     book_answer="1.70",  # as printed: three significant figures
-    book_note="5^0.34 = e^(0.34 ln 5) = 1.728; the source rounds it to 1.70.",
+    book_note="5^0.34 = e^(0.34 ln 5) = 1.728; the original edition rounds it to 1.70.",
 )
 def _():
     return (50e9 / 10e9) ** CHINCHILLA.alpha

@@ -1,7 +1,7 @@
 """Exercises for chapter 10, Batch Size and Learning Dynamics.
 
 Exercises 10.1 to 10.8 are the original edition's (its exercises 1 to 6, exercise 1 split in three);
-10.9 to 10.12 are ours. Where the book's printed answer or reasoning is wrong, ``book_note``
+10.9 to 10.12 are ours. Where the original edition's printed answer or reasoning is wrong, ``book_note``
 says why: its exercise 1 calls batch 4096 "past B_crit" although its own fit puts B_crit at
 6,144 (10.3); it claims LARS makes every layer's relative update exactly η (10.6); and it
 calls G²/H a critical batch size, though it has the units of a learning rate (10.11).
@@ -47,7 +47,7 @@ def _():
     kind="bool",
     hint="Compare 4096 with B_crit = E_min/S_min from exercise 10.1.",
     book_answer=True,
-    book_note=("The book explains the miss by saying the data is 'already past B_crit at 4096', "
+    book_note=("The original edition explains the miss by saying the data is 'already past B_crit at 4096', "
                "but its own fit gives B_crit = 6,144 > 4096. The miss points to an untuned rate "
                "or a noise scale that grows during training, not to the batch being too large."),
 )
@@ -88,7 +88,7 @@ def _():
     unit="",
     hint="Δw = ηφ(∇w + λw) with φ = ‖w‖/(‖∇w‖ + λ‖w‖); ‖∇w + λw‖ is a Pythagorean sum here.",
     book_answer=0.01,
-    book_note=("The book says LARS makes every layer's relative update equal to η. It is "
+    book_note=("The original edition says LARS makes every layer's relative update equal to η. It is "
                "η‖∇w + λw‖/(‖∇w‖ + λ‖w‖) <= η, with equality only for λ = 0 or a gradient along "
                "w; here it is η/√2. LAMB, which divides by the norm of the step, gives exactly η."),
 )

@@ -67,7 +67,7 @@ def _pairwise_f32(values):
     hint="Neighbouring float32 numbers near 1 are 2**-23 apart; what happens to an addend "
          "smaller than half that?",
     book_answer=(1.0100002, 1.0099999),
-    book_note=("The book prints 1.0100002 for the sequential sum. Starting from 1.0, every "
+    book_note=("The original edition prints 1.0100002 for the sequential sum. Starting from 1.0, every "
                "addition of 1e-8 rounds back to 1.0 (1e-8 is below half an ulp of 1, "
                "2**-24 ≈ 6e-8), so the one-at-a-time sum is exactly 1.0; summing the small "
                "values first, left to right, gives about 1.00997, not 1.0100002 either."),
@@ -102,14 +102,14 @@ def _():
     unit="GB",
     hint="Every rank but the root must end up with the whole buffer.",
     book_answer="3 GB",
-    book_note=("The book gives a tree broadcast a total volume of n log2 P (3 GB here). "
+    book_note=("The original edition gives a tree broadcast a total volume of n log2 P (3 GB here). "
                "Every broadcast delivers n(P − 1) bytes in total, whatever the algorithm; "
                "n log2 P is what the root sends in a binomial tree, the bytes on the "
                "critical path."),
 )
 def _():
     p, n = 8, 1 * GB
-    assert math.ceil(math.log2(p)) * n == 3 * GB        # the book's figure, for the record
+    assert math.ceil(math.log2(p)) * n == 3 * GB        # the original edition's figure, for the record
     return (p - 1) * n
 
 

@@ -20,7 +20,7 @@ def _book_ring_reduce_scatter(data, P):
 @exercise(
     "12.1",
     prompt=("Four ranks hold the numbers 1 to 16, rank r holding 4r + 1, ..., 4r + 4 as its "
-            "chunks 0 to 3. Run the book's ring reduce-scatter by hand: in step k rank r "
+            "chunks 0 to 3. Run the original edition's ring reduce-scatter by hand: in step k rank r "
             "sends chunk (r − k) mod 4 to rank r + 1, which adds it to its own copy. After "
             "three steps each rank holds one chunk summed over all ranks. Which sums do "
             "ranks 0, 1, 2 and 3 hold? Answer as a tuple of four numbers."),
