@@ -2,6 +2,7 @@
 
 from dtbook import comm, composition, mesh, models
 from dtbook import pipeline_parallel as pipe
+from dtbook import tensor_parallel as tpar
 from dtbook.exercises import exercise
 from dtbook.units import GB, us
 
@@ -118,3 +119,23 @@ def _():
     ratio = (composition.megatron_step_flops(*args, recompute=False)
              / composition.megatron_step_flops(*args))
     return 141e12 * ratio / 312e12
+
+
+@exercise(
+    "24.8",
+    prompt=("PyTorch's plan on one GPU: a model of L = 32 layers with H = 4096 (biases and two "
+            "LayerNorms per layer, bf16) trains on a (dp, tp) = (16, 8) mesh, `parallelize_module` "
+            "with ColwiseParallel on separate Q, K, V and the MLP's first linear and "
+            "RowwiseParallel on the output projection and the second linear, `fully_shard` on "
+            "every layer (default reshard), one forward pass per step. Per step, how many TP "
+            "all-reduces and how many FSDP all-gathers does one GPU issue, and how many MB does "
+            "each all-gather carry (its gathered output)? Answer as a tuple (all-reduces, "
+            "all-gathers, MB)."),
+    unit=("", "", "MB"),
+    hint=("Six all-reduces per layer: two forward, one backward per column-parallel input. Two "
+          "gathers per layer. A TP rank holds 12H²/t + 7H/t + 6H parameters of a layer."),
+)
+def _():
+    layers, hidden, tp = 32, 4096, 8
+    return (layers * tpar.allreduces_per_layer(column_inputs=4), 2 * layers,
+            composition.megatron_rank_params(hidden, 1, tp) * 2)
