@@ -20,6 +20,10 @@ bubble :func:`table2_bubble` bounds); :func:`simulate` runs any such lists under
   after B(j, i); a rank runs one action at a time, in its list's order;
 * communication is free (chapter 16 prices it separately).
 
+Sizes are bounded (:data:`MAX_STAGES`, :data:`MAX_MICROBATCHES`, :data:`MAX_VIRTUAL_STAGES`
+and their product :data:`MAX_CHUNK_MICROBATCHES`), far above any published pipeline: beyond
+them a ``ValueError`` names the argument instead of lists that never finish building.
+
 If the lists can never finish (an action waits on one that waits, through the ranks' orders,
 on it) :func:`simulate` raises :class:`DeadlockError` naming the cycle.
 """
@@ -29,7 +33,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 __all__ = ["Action", "SCHEDULES", "LATER_SCHEDULES", "build", "simulate", "Simulation", "DeadlockError",
-           "book_1f1b", "from_torch", "dualpipe_v", "table2_bubble"]
+           "book_1f1b", "from_torch", "dualpipe_v", "table2_bubble", "MAX_STAGES", "MAX_MICROBATCHES",
+           "MAX_VIRTUAL_STAGES", "MAX_CHUNK_MICROBATCHES"]
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1")
 # Chapter 31a's DualPipe-V is built from PyTorch's order and needs m >= 2P; it stays out of
@@ -52,10 +57,35 @@ class DeadlockError(RuntimeError):
     """The schedule's orders and the data dependencies form a cycle: it can never finish."""
 
 
-def _whole(name, value, minimum=1):
+# Upper bounds on what the action lists may hold. No published pipeline comes near them
+# (Llama 3 405B: 16 stages; Megatron-LM's trillion-parameter run: 64 stages of a few hundred
+# micro-batches), and the pure-Python simulator takes about 20 us per action, so a schedule
+# at the limit of MAX_CHUNK_MICROBATCHES still finishes in minutes where 10**400 would
+# build lists forever.
+MAX_STAGES = 1024
+MAX_MICROBATCHES = 65536
+MAX_VIRTUAL_STAGES = 64
+MAX_CHUNK_MICROBATCHES = 1 << 22   # stages x virtual_stages x microbatches
+
+
+def _whole(name, value, minimum=1, maximum=None):
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be a whole number >= {minimum}, got {value!r}")
+        raise ValueError(f"{name} must be a whole number >= {minimum}, got {value!r:.40}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be at most {maximum:,} (dtbook.schedules bounds the "
+                         f"action lists; no real pipeline comes near), got {value!r:.40}")
     return value
+
+
+def _sizes(stages, microbatches, virtual_stages=1, min_stages=1):
+    """Checked (P, m, v): whole numbers within the module's bounds, and their product too."""
+    P = _whole("stages", stages, min_stages, MAX_STAGES)
+    m = _whole("microbatches", microbatches, 1, MAX_MICROBATCHES)
+    v = _whole("virtual_stages", virtual_stages, 1, MAX_VIRTUAL_STAGES)
+    if P * v * m > MAX_CHUNK_MICROBATCHES:
+        raise ValueError(f"stages x virtual_stages x microbatches = {P * v * m:,} exceeds "
+                         f"{MAX_CHUNK_MICROBATCHES:,}: fewer microbatches or stages, please")
+    return P, m, v
 
 
 # --------------------------------------------------------------------------- the schedules
@@ -147,9 +177,7 @@ def build(schedule, stages, microbatches, *, virtual_stages=1):
     if schedule not in SCHEDULES + LATER_SCHEDULES:
         raise ValueError(f"unknown schedule {schedule!r}; known: "
                          f"{', '.join(SCHEDULES + LATER_SCHEDULES)}")
-    P = _whole("stages", stages)
-    m = _whole("microbatches", microbatches)
-    v = _whole("virtual_stages", virtual_stages)
+    P, m, v = _sizes(stages, microbatches, virtual_stages)
     if schedule == "dualpipe-v":
         if v not in (1, 2):
             raise ValueError(f"dualpipe-v holds two chunks per rank; got virtual_stages={v}")
@@ -169,7 +197,7 @@ def book_1f1b(stages, microbatches):
     """The original edition's 1F1B listing, as data: stage s runs s + 1 warm-up forwards,
     then steady pairs backward first (one B, then one F), then the remaining backwards.
     :func:`simulate` shows it deadlocks (chapter 16)."""
-    P, m = _whole("stages", stages), _whole("microbatches", microbatches)
+    P, m, _ = _sizes(stages, microbatches)
     out = []
     for s in range(P):
         warm = min(s + 1, m)
@@ -187,7 +215,7 @@ def dualpipe_v(stages, microbatches):
     2P − 1 − r; its overlapped ``F&B`` pairs run here one after the other (the simulator
     prices communication at zero, so overlap has nothing to hide). Needs torch and
     ``microbatches >= 2 * stages``. Simulate with ``virtual_stages=2``."""
-    P, m = _whole("stages", stages, 2), _whole("microbatches", microbatches)
+    P, m, _ = _sizes(stages, microbatches, 2, min_stages=2)
     if m < 2 * P:
         raise ValueError(f"dualpipe-v needs microbatches >= 2 * stages; got microbatches={m}, "
                          f"stages={P}")
@@ -205,7 +233,7 @@ def table2_bubble(schedule, stages, t_forward, t_backward, t_weight=0.0, t_overl
     ranks is DualPipe on 2P ranks folded in half: pass ``stages = 2P`` and chunk times.
     Under :func:`simulate` (no overlap) DualPipe-V's idle time stays within this figure when a
     backward takes at least a forward (tests/test_schedules.py); 1F1B's equals its figure."""
-    P = _whole("stages", stages, 2)
+    P = _whole("stages", stages, 2, MAX_STAGES)
     F, B = _number("t_forward", t_forward, True), _number("t_backward", t_backward, True)
     W = _number("t_weight", t_weight)
     FB = F + B if t_overlap is None else _number("t_overlap", t_overlap, True)
@@ -284,11 +312,17 @@ def _durations(orders, v, t_forward, t_backward, t_weight):
 
 
 def _number(name, value, positive=False):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value \
-            or value in (float("inf"), float("-inf")) or value < 0 or (positive and value == 0):
+    bad = isinstance(value, bool) or not isinstance(value, (int, float))
+    if not bad:
+        try:
+            value = float(value)
+        except OverflowError:  # an int beyond any float
+            bad = True
+    if bad or value != value or value in (float("inf"), float("-inf")) or value < 0 \
+            or (positive and value == 0):
         raise ValueError(f"{name} must be a finite number {'> 0' if positive else '>= 0'}, "
-                         f"got {value!r}")
-    return float(value)
+                         f"got {value!r:.40}")
+    return value
 
 
 def simulate(schedule, stages, microbatches, *, virtual_stages=1, t_forward=1.0,
@@ -300,9 +334,7 @@ def simulate(schedule, stages, microbatches, *, virtual_stages=1, t_forward=1.0,
     :func:`build`, :func:`book_1f1b` or :func:`from_torch`). Raises :class:`DeadlockError`
     when the orders cannot complete, naming the actions that wait on each other.
     """
-    P = _whole("stages", stages)
-    m = _whole("microbatches", microbatches)
-    v = _whole("virtual_stages", virtual_stages)
+    P, m, v = _sizes(stages, microbatches, virtual_stages)
     tf = _number("t_forward", t_forward, positive=True)
     tb = _number("t_backward", t_backward, positive=True)
     tw = _number("t_weight", t_weight)

@@ -208,15 +208,6 @@ MAY_REFUSE = [-1.0, 0, 10**400]
 # Formula functions walked here that do not yet keep the contract, and what is left to do in
 # them (their modules belong to other chapters). Strict: once one is fixed, its entry must go.
 KNOWN_GAPS = {
-    "schedules.build": "stages or microbatches of 10**400 build lists forever: bound them",
-    "schedules.book_1f1b": "as schedules.build",
-    "schedules.dualpipe_v": "as schedules.build",
-    "schedules.simulate": "as schedules.build",
-    "schedules.table2_bubble": "10**400 gives a bare OverflowError: refuse it by name",
-    "plan.gemm.matmul_time": "None, NaN, '12', True and inf are accepted (NaN out); "
-                             "needs _validate.guard_module and m, n, k > 0",
-    "plan.estimate.in_flight": "as plan.gemm.matmul_time, for pp, m, vpp, stage",
-    "plan.estimate.estimate": "seq or global_batch of 10**400 gives a bare OverflowError",
 }
 
 

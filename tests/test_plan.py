@@ -269,3 +269,19 @@ def test_gradient_reduction_after_the_pipeline_is_all_exposed():
     assert overlaps_grad_reduce(runs.get("llama3-405b-16k"))
     assert plan.search("megatron-18b", gpus=256, gpu="a100-80gb", global_batch=1024, seq=2048,
                        top=1, overlap_grad_reduce=False)[0].config["overlap_grad_reduce"] is False
+
+
+def test_public_formulas_check_what_the_planner_skips():
+    # matmul_time and in_flight check their arguments; the planner's vectorised path
+    # (_matmul_time, _in_flight) gives the same numbers without the checks
+    from dtbook.plan.estimate import _in_flight
+    from dtbook.plan.gemm import _matmul_time
+
+    assert matmul_time(4096, 4096, 4096) == _matmul_time(4096, 4096, 4096)
+    assert in_flight(8, 16, 2, 3) == _in_flight(8, 16, 2, 3)
+    for bad in (dict(m=None), dict(n=float("nan")), dict(k=0)):
+        args = dict(dict(m=64, n=64, k=64), **bad)
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            matmul_time(**args)
+    with pytest.raises(ValueError, match="stage"):
+        in_flight(4, 8, 1, 4)

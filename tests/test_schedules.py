@@ -155,3 +155,16 @@ def test_dualpipe_v_by_name_always_runs_two_chunks_per_rank():
     assert S.simulate("dualpipe-v", 4, 8).makespan == S.simulate(
         "dualpipe-v", 4, 8, virtual_stages=2).makespan
     assert "dualpipe-v" not in S.SCHEDULES      # chapter 16's explorer offers SCHEDULES
+
+
+def test_sizes_are_bounded_by_name():
+    # 10**400 stages once built lists forever; the bounds name the argument at once, and a
+    # layout at a bound still builds (the bound is not below a schedule anyone runs)
+    for kwargs, name in ((dict(stages=S.MAX_STAGES + 1, microbatches=1), "stages"),
+                         (dict(stages=2, microbatches=S.MAX_MICROBATCHES + 1), "microbatches"),
+                         (dict(stages=1024, microbatches=8192), "microbatches")):
+        with pytest.raises(ValueError, match=name):
+            S.build("1f1b", **kwargs)
+    assert len(S.build("gpipe", S.MAX_STAGES, 2)) == S.MAX_STAGES
+    with pytest.raises(ValueError, match="t_forward"):  # was a bare OverflowError
+        S.table2_bubble("1f1b", 4, 10**400, 1.0)

@@ -81,9 +81,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import _validate as check
 from .. import activations as act
 from .. import comm, flops, hardware, memory, models
-from .gemm import matmul_time
+from .gemm import _matmul_time, matmul_time  # noqa: F401 (matmul_time: the public name)
 
 __all__ = ["Estimate", "estimate", "evaluate", "in_flight", "RECOMPUTE", "ATTENTION", "resolve_model",
            "links_for", "protocol_efficiency", "elementwise_values"]
@@ -188,7 +189,20 @@ def in_flight(pp, m, vpp, stage):
     1F1B ``min(pp - stage, m)``; interleaved 1F1B (Megatron's warm-up of ``2 (pp - stage - 1)
     + (vpp - 1) pp`` chunks, plus the one in flight) ``min(vpp m, 2 (pp - stage - 1) + (vpp -
     1) pp + 1)``. Arrays broadcast. The tests check it against
-    :func:`dtbook.memory.activations_in_flight`, which runs :func:`dtbook.schedules.simulate`."""
+    :func:`dtbook.memory.activations_in_flight`, which runs :func:`dtbook.schedules.simulate`.
+    ``pp``, ``m``, ``vpp`` are whole numbers >= 1 and ``stage`` one in [0, pp)
+    (``ValueError`` naming the one that is not); :func:`evaluate` calls the unchecked
+    ``_in_flight`` on its candidate arrays."""
+    for name, value in (("pp", pp), ("m", m), ("vpp", vpp)):
+        check.count(name, value)
+    check.count("stage", stage, minimum=0)
+    if np.any(np.asarray(stage, dtype=float) >= np.asarray(pp, dtype=float)):
+        raise ValueError(f"stage must be below pp = {pp!r}, got {stage!r}")
+    return _in_flight(pp, m, vpp, stage)
+
+
+def _in_flight(pp, m, vpp, stage):
+    """:func:`in_flight` without the argument checks (the planner's candidate arrays)."""
     pp, m, vpp, stage = (np.asarray(x, dtype=float) for x in (pp, m, vpp, stage))
     plain = np.minimum(pp - stage, m)
     inter = np.minimum(vpp * m, 2 * (pp - stage - 1) + (vpp - 1) * pp + 1)
@@ -222,10 +236,10 @@ def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols, a
     mult = 2 if gated else 1
     m = global_batch / (dp * mb)                # micro-batches per step
     T = mb * seq / cp                           # tokens per micro-batch on one GPU
-    mm = functools.partial(matmul_time, gpu=gpu)
+    mm = functools.partial(_matmul_time, gpu=gpu)
     # the transformer layers' linear GEMMs run in ``dtype`` (FP8 with Transformer Engine); the
     # attention core and the logits stay BF16 (Megatron's output layer is not a TE module)
-    mm_lin = functools.partial(matmul_time, gpu=gpu, dtype=dtype)
+    mm_lin = functools.partial(_matmul_time, gpu=gpu, dtype=dtype)
 
     # ---- forward compute of one layer, per micro-batch, on one GPU
     t_qkv = mm_lin(T, (heads + 2 * kv) * hd / tp, h)
@@ -370,8 +384,8 @@ def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols, a
     act_kept = np.where(rc == 1, np.where(sp == 1, layer_act[1, 1], layer_act[0, 1]), act_layer)
     layer_input = T * h * _VALUE / np.where(sp == 1, tp, 1)
     chunk = busiest / vpp
-    first = in_flight(pp, m, vpp, 0)
-    lastf = in_flight(pp, m, vpp, pp - 1)
+    first = _in_flight(pp, m, vpp, 0)
+    lastf = _in_flight(pp, m, vpp, pp - 1)
 
     def stage_acts(in_flight, layers_per_chunk):
         kept = np.where(rc == 2, in_flight * layers_per_chunk * layer_input + act_layer,
@@ -499,3 +513,9 @@ def estimate(model, *, gpus, gpu="h100-sxm", tp, pp, dp, cp=1, ep=1, vpp=1, micr
                     memory_per_gpu=val["memory_per_gpu"],
                     fits=bool(val["memory_per_gpu"] <= acc.hbm_bytes),
                     breakdown=breakdown, config=config)
+
+
+# every public formula checks its arguments (DESIGN.md); the lookups and evaluate(), which
+# takes arrays of candidates estimate() and search() have already checked, are left alone
+check.guard_module(globals(), exclude=("resolve_model", "links_for", "protocol_efficiency",
+                                       "elementwise_values", "evaluate"))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _validate as check
 from .. import hardware
 
 __all__ = ["matmul_time", "TILE"]
@@ -29,7 +30,18 @@ TILE = 128  # output tile edge of a Hopper/Ampere BF16 cuBLAS kernel (128 x 128 
 def matmul_time(m, n, k, gpu="h100-sxm", count=1, value_bytes=2, dtype="bf16"):
     """Seconds for ``count`` independent (batched) matmuls of shape M x K times K x N on one
     ``gpu`` (chapter 27), at the measured ceiling of ``dtype`` (``"fp8"``: FP8 inputs, one
-    byte per value; anything else: the BF16 ceiling). Arrays broadcast."""
+    byte per value; anything else: the BF16 ceiling). Arrays broadcast. ``m``, ``n``, ``k``,
+    ``count`` and ``value_bytes`` must be finite and > 0 (``ValueError`` naming the one that
+    is not); the planner's own vectorised calls skip the checks (``_matmul_time``)."""
+    for name, value in (("m", m), ("n", n), ("k", k), ("count", count),
+                        ("value_bytes", value_bytes)):
+        check.positive(name, value)
+    return _matmul_time(m, n, k, gpu, count, value_bytes, dtype)
+
+
+def _matmul_time(m, n, k, gpu="h100-sxm", count=1, value_bytes=2, dtype="bf16"):
+    """:func:`matmul_time` without the argument checks: the planner calls it on arrays of
+    candidates it has already checked, many times per search."""
     ceiling = hardware.matmul_ceiling(gpu, "fp8" if dtype == "fp8" else "bf16")
     if dtype == "fp8":
         value_bytes = 1
@@ -43,3 +55,6 @@ def matmul_time(m, n, k, gpu="h100-sxm", count=1, value_bytes=2, dtype="bf16"):
     t_compute = flops / ceiling.flops * np.maximum(quantization, 1.0)
     t_memory = value_bytes * count * (m * k + k * n + m * n) / acc.hbm_bandwidth
     return np.maximum(t_compute, t_memory)
+
+
+check.guard_module(globals())  # every public formula checks its arguments (DESIGN.md)
