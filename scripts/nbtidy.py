@@ -171,12 +171,19 @@ def ensure_policy(cells: list) -> None:
         return
     for cell in cells:
         text = _source(cell)
-        if cell["cell_type"] == "markdown" and text.startswith("## Exercises"):
-            kept = re.sub(r"\n\n" + POLICY_MARK + r"[^\n]*", "", text)
-            head, _, rest = kept.partition("\n\n")
-            para, _, rest2 = rest.partition("\n\n")
+        heading = re.search(r"(?m)^## Exercises", text)
+        if cell["cell_type"] != "markdown" or heading is None:
+            continue
+        # The heading may close a cell of prose: only the part from the heading on is the preamble.
+        before, section = text[:heading.start()], text[heading.start():]
+        kept = re.sub(r"\n\n" + POLICY_MARK + r"[^\n]*", "", section)
+        head, _, rest = kept.partition("\n\n")
+        para, _, rest2 = rest.partition("\n\n")
+        if para.startswith(("```", ":::")):  # no introduction: the policy goes under the heading
+            parts = [head, POLICY_MARK + PRECISION_POLICY] + ([rest] if rest else [])
+        else:
             parts = [head, para, POLICY_MARK + PRECISION_POLICY] + ([rest2] if rest2 else [])
-            _set(cell, "\n\n".join(parts))
+        _set(cell, before + "\n\n".join(parts))
 
 
 def strip_outputs(cells: list) -> None:

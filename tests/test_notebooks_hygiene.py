@@ -118,6 +118,23 @@ def test_exercise_headings_carry_their_ids(path):
         assert nonumber, f"exercise ex-{chapter}-{k} needs :nonumber:"
 
 
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_the_grading_policy_precedes_the_first_exercise(path):
+    # A reader must know the rule before typing an answer (issue 8): the policy is stated once,
+    # under the exercises' heading and before the first exercise block.
+    from dtbook.exercises import PRECISION_POLICY
+
+    markdown = "\n\n".join(_source(c) for c in _cells(path) if c["cell_type"] == "markdown")
+    first = markdown.find("```{exercise}")
+    if first < 0:
+        return
+    policy = markdown.find(PRECISION_POLICY)
+    assert markdown.count(PRECISION_POLICY) == 1, f"{path.name} states the grading policy " \
+        f"{markdown.count(PRECISION_POLICY)} times"
+    assert markdown.rfind("## Exercises", 0, first) < policy < first, \
+        f"{path.name}: the grading policy is not between '## Exercises' and the first exercise"
+
+
 # ---- what the page shows (DESIGN.md) and what a reader can run ----------------------------------
 
 def _tidy():
