@@ -35,6 +35,7 @@ NOT_FORMULAS = {
     "parallel.four_d",  # chapter 25: a (dp, cp, tp) block on gloo, tests/test_four_d.py
     "parallel.three_d",  # chapter 24: TP x PP x DP training on gloo, tests/test_three_d.py
     "parallel.local_sgd",  # chapter 29: training loops and a parameter server, tests/test_local_sgd.py
+    "parallel.fault_tolerant",  # chapter 26: torchft replicas on gloo, tests/test_fault_tolerant.py
     # catalogs: they take names, and name the bad one (tests/test_hardware.py, test_models.py)
     "hardware", "models", "runs",
     # the planner (chapter 27): tests/test_plan.py; these take configurations, run searches,
