@@ -10,7 +10,7 @@ import pytest
 from dtbook import comm, hardware, memory, models, pipeline_parallel, plan, runs, schedules
 from dtbook.plan.estimate import elementwise_values, in_flight, protocol_efficiency
 from dtbook.plan.gemm import matmul_time
-from dtbook.plan.validate import overlaps_grad_reduce
+from dtbook.plan.validate import fuses_grad_accumulation, overlaps_grad_reduce
 
 BASE = dict(gpus=64, gpu="h100-sxm", tp=8, pp=2, dp=4, global_batch=64, seq=4096)
 
@@ -120,16 +120,17 @@ def test_bad_input_names_the_argument(kwargs, word):
 def test_validation_band():
     # Reported and predicted tokens/s of every published run, each predicted as the planner's
     # best configuration over the fields its source did not print. No constant is fitted to
-    # them. Last run (27 rows): mean |error| 0.23, worst +0.56 (MT-NLG's DeepSpeed rows).
+    # them. Last run (27 rows): mean |error| 0.20, worst +0.46 (MT-NLG's DeepSpeed rows;
+    # before the unfused gradient accumulation of 2021-era software was timed: 0.23, +0.56).
     # The H100 rows (Llama 3 Table 4, NeMo / Megatron-Bridge FP8 tables) lie within -11% and
-    # +14%; every 2021-22 A100 row is over-predicted by +15% to +56%: what those stacks lost
+    # +14%; every 2021-22 A100 row is over-predicted by +15% to +46%: what those stacks lost
     # (kernel launches at micro-batch 1, DeepSpeed's pipeline engine, 2021 cuBLAS against the
     # 2024 matmul ceiling) has no sourced mechanism in the planner yet.
     rows = plan.validate()
     errors = np.array([r["error"] for r in rows])
     assert len(rows) == len(runs.names())
-    assert np.all(np.abs(errors) < 0.6)
-    assert np.mean(np.abs(errors)) < 0.25
+    assert np.all(np.abs(errors) < 0.5)
+    assert np.mean(np.abs(errors)) < 0.22
     h100 = np.array([r["error"] for r in rows if r["gpu"] == "h100-sxm"])
     assert len(h100) and np.all(np.abs(h100) < 0.15)
     assert all(r["fits"] for r in rows)  # a published layout ran, so it must fit
@@ -144,7 +145,9 @@ def test_validation_fixes_every_printed_field_and_chooses_the_rest():
         # the choice is the best: no other value of the unprinted fields is faster
         others = plan.search(run.model, gpus=run.gpus, gpu=run.gpu, global_batch=run.global_batch,
                              seq=run.seq, top=5, dtype=run.dtype, attention=run.attention,
-                             overlap_grad_reduce=overlaps_grad_reduce(run), **r["printed"])
+                             overlap_grad_reduce=overlaps_grad_reduce(run),
+                             gradient_accumulation_fusion=fuses_grad_accumulation(run),
+                             **r["printed"])
         assert r["predicted"] == pytest.approx(max(o.tokens_per_second for o in others))
 
 
@@ -285,3 +288,31 @@ def test_public_formulas_check_what_the_planner_skips():
             matmul_time(**args)
     with pytest.raises(ValueError, match="stage"):
         in_flight(4, 8, 1, 4)
+
+
+def test_unfused_gradient_accumulation_adds_its_bytes_every_micro_batch():
+    # Without fusion each micro-batch's 16-bit weight gradients are added into the FP32
+    # buffer (read 2, read 4, write 4 bytes per parameter on the GPU), in FP16 (2 + 2 + 2)
+    # for FP16 runs; every micro-batch of the pipeline pays it, the bubble's included.
+    cfg = models.get("gpt3-175b")
+    kw = dict(gpus=768, gpu="a100-80gb", tp=8, pp=12, dp=8, global_batch=512, seq=2048,
+              recompute="full", attention="unfused", sequence_parallel=False)
+    hbm = hardware.get("a100-80gb").hbm_bandwidth
+    psi = cfg.num_params() / (8 * 12)
+    m, slots = 512 / 8, 512 / 8 + 11         # micro-batches; micro-batch times with the bubble
+    for dtype, nbytes in (("bf16", 10), ("fp16", 6)):
+        fused = plan.estimate(cfg, **kw, dtype=dtype)
+        unfused = plan.estimate(cfg, **kw, dtype=dtype, gradient_accumulation_fusion=False)
+        add = psi * nbytes / hbm
+        assert fused.breakdown["grad_accum"] == 0
+        assert unfused.breakdown["grad_accum"] == pytest.approx(m * add)
+        assert unfused.step_time - fused.step_time == pytest.approx(slots * add)
+    # validate() dates the software: 2021-era Megatron-LM and Megatron-DeepSpeed unfused;
+    # Korthikanti et al. 2022 (sequence parallelism) and the FlashAttention era fused
+    assert not fuses_grad_accumulation(runs.get("megatron-weak-18b"))
+    assert not fuses_grad_accumulation(runs.get("bloom-176b"))
+    assert fuses_grad_accumulation(runs.get("korthikanti-175b"))
+    assert fuses_grad_accumulation(runs.get("nemo-llama3-70b-64"))
+    assert plan.search("gpt3-175b", top=1, **{k: v for k, v in kw.items() if k not in ("tp", "pp", "dp")},
+                       gradient_accumulation_fusion=False)[0].config[
+        "gradient_accumulation_fusion"] is False

@@ -53,6 +53,20 @@ After it:
   gradients after the whole pipeline (``optimizer.reduce_model_grads``, "All-reduce all
   grads", called from ``train_step`` after the forward-backward pass), and DeepSpeed's
   pipeline engine runs ``ReduceGrads`` after the last micro-batch;
+* **gradient accumulation**: every micro-batch's weight gradients are added into the
+  accumulation buffer (in the reduction's precision: FP32, or FP16 with ``dtype="fp16"``).
+  Without fusion that is an elementwise op per parameter per micro-batch: the wgrad GEMM
+  writes ``param.grad`` in 16 bits and a hook adds it, ``param.main_grad.add_(param.grad.data)``
+  (Megatron-LM's ``DistributedDataParallel._make_param_hook`` since "Bfloat with fp32 grad
+  acc", commit b4bc51b, March 2021; BigScience's Megatron-DeepSpeed keeps it): read 2 bytes,
+  read and write the accumulator (4 + 4, or 2 + 2 in FP16), for the stage's parameters on the
+  GPU, at the HBM bandwidth. With ``gradient_accumulation_fusion=True`` (the default) the
+  wgrad GEMM accumulates into the FP32 buffer itself (beta = 1): Megatron-LM's
+  ``--gradient-accumulation-fusion``, merged on 2022-02-22 (commit 9c5a830, "gradient
+  accumulation fusion", on unless ``--no-gradient-accumulation-fusion``; APEX's
+  ``fused_weight_gradient_mlp_cuda`` from September 2022, Transformer Engine's linears in
+  Megatron-Core). Then it costs only the GEMM's read and write of C, which a compute-bound
+  wgrad GEMM hides: nothing is added;
 * **ZeRO-3**: the parameters are all-gathered before each micro-batch's forward and
   backward, prefetched under compute: only the excess over a micro-batch's compute is exposed;
 * **optimizer**: memory-bound, at the HBM bandwidth: Adam reads and writes its FP32 state
@@ -219,12 +233,13 @@ def _stage_layers(layers, pp):
 
 
 def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols, attention="flash",
-             overlap_grad_reduce=True):
+             overlap_grad_reduce=True, gradient_accumulation_fusion=True):
     """The model of the module notes over NumPy arrays of configurations: ``cols`` maps each
     of ``COLUMNS`` to an array (recompute as 0/1/2, sequence_parallel as 0/1). Returns a dict
     of arrays: the breakdown terms (seconds, bytes), ``step_time``, ``memory_per_gpu``,
     ``model_flops``. ``attention``: ``"flash"`` or ``"unfused"``; ``overlap_grad_reduce``:
-    whether the DP reduction overlaps the last backward (module notes). Inputs are assumed valid (see :func:`dtbook.plan.search.configurations`
+    whether the DP reduction overlaps the last backward; ``gradient_accumulation_fusion``:
+    whether the wgrad GEMMs accumulate into the FP32 buffer themselves (module notes). Inputs are assumed valid (see :func:`dtbook.plan.search.configurations`
     and :func:`estimate`). (Chapter 27.)"""
     tp, pp, dp, cp, ep, vpp, mb, zero, rc, sp = (np.asarray(cols[c], dtype=float) for c in COLUMNS)
     acc = hardware.get(gpu)
@@ -342,10 +357,6 @@ def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols, a
     t_p2p = np.where(pp_in, up_a + n_p2p / up_b, out_a + n_act / tp / out_b + gather)
     pp_comm = np.where(pp > 1, 2 * vpp * t_p2p, 0.0)
 
-    per_mb = compute + recompute + elementwise + tp_comm + cp_comm + ep_comm + pp_comm
-    pipeline = (m + (pp - 1) / vpp) * per_mb
-    bubble = (pp - 1) / vpp * per_mb
-
     # ---- parameters on one GPU (embedding and head on the end stages: counted in the mean)
     total = cfg.num_params()
     expert = 0
@@ -353,6 +364,16 @@ def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols, a
         expert = n_moe * cfg.experts * cfg.mlp_params(cfg.moe_ffn_hidden)
     psi_gpu = (total - expert) / (tp * pp) + expert / (tp * pp * ep)
     replicas = dp * cp
+
+    # ---- gradient accumulation, per micro-batch: unfused, main_grad.add_(grad) reads the
+    # 16-bit gradient and reads and writes the accumulator; fused, the wgrad GEMM does it
+    accum_bytes = 0 if gradient_accumulation_fusion else _VALUE + 2 * _grad_bytes(dtype)
+    grad_accum = psi_gpu * accum_bytes / acc.hbm_bandwidth
+
+    per_mb = (compute + recompute + elementwise + grad_accum + tp_comm + cp_comm + ep_comm
+              + pp_comm)
+    pipeline = (m + (pp - 1) / vpp) * per_mb
+    bubble = (pp - 1) / vpp * per_mb
 
     # ---- data parallel gradient reduction, overlapped with the last micro-batch's backward
     # Megatron-LM reduces BF16 (and FP8-trained, BF16-parameter) gradients in FP32 ("bfloat16
@@ -402,6 +423,7 @@ def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols, a
     model_flops = 3 * (f["linear_forward"] + f["attention_forward"] / 2)
 
     return dict(compute=m * compute, recompute=m * recompute, elementwise=m * elementwise,
+                grad_accum=m * grad_accum,
                 tp_comm=m * tp_comm, cp_comm=m * cp_comm, ep_comm=m * ep_comm,
                 pp_comm=m * pp_comm, bubble=bubble, dp_comm=dp_exposed, zero3_comm=zero3,
                 optimizer=optimizer, step_time=step_time, memory_per_gpu=mem,
@@ -473,7 +495,8 @@ def _check(cfg, gpus, gpu, tp, pp, dp, cp, ep, vpp, micro_batch, global_batch, s
 
 def estimate(model, *, gpus, gpu="h100-sxm", tp, pp, dp, cp=1, ep=1, vpp=1, micro_batch=1,
              global_batch, seq, zero=1, recompute="none", sequence_parallel=True,
-             dtype="bf16", gpus_per_node=8, attention="flash", overlap_grad_reduce=True) -> Estimate:
+             dtype="bf16", gpus_per_node=8, attention="flash", overlap_grad_reduce=True,
+             gradient_accumulation_fusion=True) -> Estimate:
     """Step time, throughput and memory of one configuration (chapter 27; see the module
     notes for the model). ``model``: a :mod:`dtbook.models` name or a ``TransformerConfig``;
     ``gpu``: an accelerator of :mod:`dtbook.hardware`; ``ep`` splits the experts over the
@@ -483,7 +506,10 @@ def estimate(model, *, gpus, gpu="h100-sxm", tp, pp, dp, cp=1, ep=1, vpp=1, micr
     and dropped out in HBM, Megatron-LM before FlashAttention). ``overlap_grad_reduce``:
     ``True`` (default) overlaps the data-parallel gradient reduction with the last backward,
     ``False`` runs it after the pipeline (Megatron-LM and DeepSpeed's pipeline engine before
-    2023; module notes)."""
+    2023; module notes). ``gradient_accumulation_fusion``: ``True`` (default) has the weight-
+    gradient GEMMs accumulate into the FP32 buffer (Megatron-LM from February 2022, Megatron-
+    Core with Transformer Engine); ``False`` adds each micro-batch's gradients in a separate
+    memory-bound op (Megatron-LM 2021, Megatron-DeepSpeed; the ``grad_accum`` term)."""
     cfg = resolve_model(model)
     if attention not in ATTENTION:
         raise ValueError(f"attention must be one of {ATTENTION}, got {attention!r}")
@@ -495,7 +521,8 @@ def estimate(model, *, gpus, gpu="h100-sxm", tp, pp, dp, cp=1, ep=1, vpp=1, micr
                 recompute=RECOMPUTE.index(recompute), sequence_parallel=int(bool(sequence_parallel)))
     out = evaluate(cfg, gpus=gpus, gpu=gpu, seq=seq, global_batch=global_batch, dtype=dtype,
                    gpus_per_node=gpus_per_node, cols={k: np.array([v]) for k, v in cols.items()},
-                   attention=attention, overlap_grad_reduce=bool(overlap_grad_reduce))
+                   attention=attention, overlap_grad_reduce=bool(overlap_grad_reduce),
+                   gradient_accumulation_fusion=bool(gradient_accumulation_fusion))
     val = {k: float(np.asarray(v).reshape(-1)[0]) for k, v in out.items()}
     acc = hardware.get(gpu)
     step = val["step_time"]
@@ -504,8 +531,10 @@ def estimate(model, *, gpus, gpu="h100-sxm", tp, pp, dp, cp=1, ep=1, vpp=1, micr
                   micro_batch=micro_batch, global_batch=global_batch, seq=seq, zero=zero,
                   recompute=recompute, sequence_parallel=bool(sequence_parallel), dtype=dtype,
                   gpus_per_node=gpus_per_node, attention=attention,
-                  overlap_grad_reduce=bool(overlap_grad_reduce))
-    breakdown = {k: val[k] for k in ("compute", "recompute", "elementwise", "tp_comm", "cp_comm",
+                  overlap_grad_reduce=bool(overlap_grad_reduce),
+                  gradient_accumulation_fusion=bool(gradient_accumulation_fusion))
+    breakdown = {k: val[k] for k in ("compute", "recompute", "elementwise", "grad_accum",
+                                     "tp_comm", "cp_comm",
                                      "ep_comm", "pp_comm", "bubble", "dp_comm", "zero3_comm",
                                      "optimizer", "memory_state", "memory_activations")}
     return Estimate(step_time=step, tokens_per_second=global_batch * seq / step,

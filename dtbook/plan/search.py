@@ -108,7 +108,8 @@ def _run(model, gpus, global_batch, seq, gpu, fixed):
     for name, value in (("gpus", gpus), ("global_batch", global_batch), ("seq", seq)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
-    _extra = ("dtype", "gpus_per_node", "attention", "overlap_grad_reduce")
+    _extra = ("dtype", "gpus_per_node", "attention", "overlap_grad_reduce",
+              "gradient_accumulation_fusion")
     unknown = set(fixed) - set(_KEYS) - set(_extra)
     if unknown:
         raise ValueError(f"cannot fix {sorted(unknown)}: fix any of "
@@ -117,6 +118,7 @@ def _run(model, gpus, global_batch, seq, gpu, fixed):
     if attention not in ATTENTION:
         raise ValueError(f"attention must be one of {ATTENTION}, got {attention!r}")
     overlap = bool(fixed.get("overlap_grad_reduce", True))
+    fusion = bool(fixed.get("gradient_accumulation_fusion", True))
     dtype = fixed.get("dtype", "bf16")
     acc.peak(dtype)
     gpn = fixed.get("gpus_per_node", 8)
@@ -128,17 +130,18 @@ def _run(model, gpus, global_batch, seq, gpu, fixed):
         stages[name] = len(cols["tp"])
     out = evaluate(cfg, gpus=gpus, gpu=gpu, seq=seq, global_batch=global_batch, dtype=dtype,
                    gpus_per_node=gpn, cols=cols, attention=attention,
-                   overlap_grad_reduce=overlap) if len(cols["tp"]) else None
+                   overlap_grad_reduce=overlap,
+                   gradient_accumulation_fusion=fusion) if len(cols["tp"]) else None
     if out is not None:
         keep = out["memory_per_gpu"] <= acc.hbm_bytes
         cols = {k: v[keep] for k, v in cols.items()}
         out = {k: np.asarray(v)[keep] for k, v in out.items()}
     stages["memory fits in HBM"] = len(cols["tp"])
-    return cfg, gpu, (dtype, attention, overlap), gpn, cols, out, stages
+    return cfg, gpu, (dtype, attention, overlap, fusion), gpn, cols, out, stages
 
 
 def _as_kwargs(cols, i, dtype, gpn):
-    dtype, attention, overlap = dtype
+    dtype, attention, overlap, fusion = dtype
     kw = {k: int(cols[k][i]) for k in ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "zero")}
     kw["recompute"] = RECOMPUTE[int(cols["recompute"][i])]
     kw["sequence_parallel"] = bool(cols["sequence_parallel"][i])
@@ -147,6 +150,8 @@ def _as_kwargs(cols, i, dtype, gpn):
         kw["attention"] = attention
     if not overlap:
         kw["overlap_grad_reduce"] = False
+    if not fusion:
+        kw["gradient_accumulation_fusion"] = False
     return kw
 
 

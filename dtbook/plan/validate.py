@@ -18,7 +18,7 @@ from __future__ import annotations
 from .. import runs as _runs
 from .search import search
 
-__all__ = ["validate", "predict_run", "overlaps_grad_reduce"]
+__all__ = ["validate", "predict_run", "overlaps_grad_reduce", "fuses_grad_accumulation"]
 
 
 def overlaps_grad_reduce(run) -> bool:
@@ -34,6 +34,26 @@ def overlaps_grad_reduce(run) -> bool:
     return bool(recorded) if recorded is not None else run.attention == "flash"
 
 
+def fuses_grad_accumulation(run) -> bool:
+    """Whether ``run``'s software accumulated the weight gradients inside the wgrad GEMMs
+    (chapter 27; :mod:`dtbook.plan.estimate` notes): the run's own
+    ``gradient_accumulation_fusion`` where the catalog records it; otherwise by the software
+    of its era, dated from Megatron-LM's history. Fusion reached Megatron-LM's main branch
+    on 2022-02-22 (merge 9c5a830, on by default), for FP32 accumulation only until
+    September 2022. Sequence parallelism was written after it (first commits 2022-03-02; the
+    selective-recompute branch of Korthikanti et al. 2022 contains the fusion) and
+    FlashAttention reached Megatron-LM in December 2022, so a run with either is fused. The
+    others (unfused attention, no sequence parallelism) ran 2021-era code: Megatron-LM of
+    Narayanan et al. 2021 (FP16), Megatron-DeepSpeed for MT-NLG and BLOOM (BigScience's fork
+    never took the fusion; it keeps ``main_grad.add_``). Not the ``attention`` rule of
+    :func:`overlaps_grad_reduce`: Korthikanti's runs have unfused attention and fused
+    accumulation. A property of the software, not a correction fitted to any row."""
+    recorded = getattr(run, "gradient_accumulation_fusion", None)
+    if recorded is not None:
+        return bool(recorded)
+    return run.attention == "flash" or bool(run.sequence_parallel)
+
+
 def predict_run(run):
     """The planner's :class:`~dtbook.plan.Estimate` of a :class:`dtbook.runs.PublishedRun`
     (chapter 27): the fastest feasible configuration with every field the source printed
@@ -42,7 +62,8 @@ def predict_run(run):
     fixed = _runs.printed_fields(run)
     best = search(run.model, gpus=run.gpus, gpu=run.gpu, global_batch=run.global_batch,
                   seq=run.seq, top=1, dtype=run.dtype, attention=run.attention,
-                  overlap_grad_reduce=overlaps_grad_reduce(run), **fixed)
+                  overlap_grad_reduce=overlaps_grad_reduce(run),
+                  gradient_accumulation_fusion=fuses_grad_accumulation(run), **fixed)
     if not best:
         raise ValueError(f"{run.name}: no configuration with the printed fields {fixed} fits")
     return best[0]
