@@ -29,6 +29,10 @@ import time
 __all__ = ["run", "replica", "batch", "make_model", "Momentum"]
 
 _WIDTH = 16
+# The lighthouse declares a replica dead after this long without its heartbeat (seconds).
+# Shorter ends the demo sooner, but a replica stalled that long on a busy machine would be
+# dropped from a quorum although it lives.
+HEARTBEAT_TIMEOUT = 2.0
 
 
 def make_model(seed):
@@ -167,9 +171,10 @@ def run(steps=14, die_at=4, alone=3, timeout=90.0):
     folder = tempfile.mkdtemp(prefix="dtbook-torchft-")
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload([__name__, "torch", "torchft"])
-    # a heartbeat lost for 2 s marks a replica dead; a new one waits up to the deadline to join
+    # a replica that is up but has not asked for a quorum is waited for up to the deadline
     lighthouse = LighthouseServer(bind="127.0.0.1:0", min_replicas=1,
-                                  join_timeout_ms=int(timeout * 1000), heartbeat_timeout_ms=2000)
+                                  join_timeout_ms=int(timeout * 1000),
+                                  heartbeat_timeout_ms=int(HEARTBEAT_TIMEOUT * 1000))
     address = "http://127.0.0.1:" + lighthouse.address().rsplit(":", 1)[1]
     procs = {}
     try:
