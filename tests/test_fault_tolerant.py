@@ -63,7 +63,7 @@ def _replay(records):
 def test_a_replica_dies_the_survivor_goes_on_and_a_new_one_heals():
     steps, die_at, alone = 10, 3, 2
     out = ft.run(steps=steps, die_at=die_at, alone=alone, timeout=90)
-    assert out["exit"] == {"0": 0, "1": -9, "2": 0}        # every replica ended; 1 by SIGKILL
+    assert out["exit"] == {"0": 0, "1": -9, "2": 0}, out["logs"]   # every replica ended; 1 by SIGKILL
     survivor, killed, fresh = ([r for r in out[n] if "step" in r] for n in ("0", "1", "2"))
     solo = [r["step"] for r in survivor if r["quorum"] == 1]
     assert len(solo) >= alone and solo == list(range(die_at, die_at + len(solo)))

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import signal
 import tempfile
 import threading
@@ -82,6 +83,10 @@ def _digest(model):
     return hashlib.sha256(flat.numpy().tobytes()).hexdigest()
 
 
+def _touch(path):
+    open(path, "w").close()
+
+
 def _wait_for(paths, deadline):
     while not all(os.path.exists(p) for p in paths):
         if time.monotonic() > deadline:
@@ -92,8 +97,9 @@ def _wait_for(paths, deadline):
 def replica(name, lighthouse, folder, steps, die_at, pause_at, seed, seconds):
     """One replica group of one process (chapter 26): train until the quorum's step reaches
     ``steps``. ``die_at``: the step at which this replica SIGKILLs itself mid-step (-1:
-    never). ``pause_at``: after committing this step, wait until the replacement is up (-1:
-    never; it keeps the demo short, a real survivor trains on). ``seconds``: the deadline."""
+    never). ``pause_at``: after committing this step, ask for the replacement and wait until
+    it has asked to join (-1: never; it keeps the demo short and its steps alone countable,
+    a real survivor trains on). ``seconds``: the deadline."""
     import torch
     from datetime import timedelta
     from torchft import Manager
@@ -116,14 +122,15 @@ def replica(name, lighthouse, folder, steps, die_at, pause_at, seed, seconds):
         replica_id=name, rank=0, world_size=1, store_addr="127.0.0.1", store_port=store.port,
         lighthouse_addr=lighthouse, hostname="127.0.0.1",
         timeout=wait, quorum_timeout=wait, connect_timeout=wait)
-    open(os.path.join(folder, f"up.{name}"), "w").close()   # heartbeating from here on
+    _touch(os.path.join(folder, f"up.{name}"))   # heartbeating from here on
     if name in ("0", "1"):      # the first two start together: both in the first quorum
         _wait_for([os.path.join(folder, f"up.{r}") for r in ("0", "1")], deadline)
     log = open(os.path.join(folder, f"{name}.jsonl"), "w")
     log.write(json.dumps({"began": began, "up": time.time()}) + "\n")
     flat_grad = torch.zeros(sum(p.numel() for p in model.parameters()))
-    if name == "2":             # say "asking" once our quorum request is surely in flight
-        threading.Timer(0.2, open, (os.path.join(folder, "asking.2"), "w")).start()
+    if name == "2":   # say "asking" when our quorum request has most likely reached the
+        # lighthouse; if it has not, the survivor trains a step more alone (counted, allowed)
+        threading.Timer(0.2, _touch, (os.path.join(folder, "asking.2"),)).start()
     while manager.current_step() < steps:
         manager.start_quorum()                    # synchronous: a healing replica loads here
         step, rank = manager.current_step(), manager.participating_rank()
@@ -148,7 +155,7 @@ def replica(name, lighthouse, folder, steps, die_at, pause_at, seed, seconds):
                               "loss": loss.item(), "t": time.time()}) + "\n")
         log.flush()
         if committed and step == pause_at:      # `alone` steps done alone: call the replacement
-            open(os.path.join(folder, "alone.0"), "w").close()
+            _touch(os.path.join(folder, "alone.0"))
             _wait_for([os.path.join(folder, "asking.2")], deadline)
     log.write(json.dumps({"final": _digest(model),
                           "state": [p.detach().tolist() for p in model.parameters()]}) + "\n")
@@ -160,9 +167,14 @@ def replica(name, lighthouse, folder, steps, die_at, pause_at, seed, seconds):
 def run(steps=14, die_at=4, alone=3, timeout=90.0):
     """Run the kill-and-heal demo (chapter 26) and return ``{name: records}`` for the
     replicas "0" (survives), "1" (SIGKILLed at ``die_at``) and "2" (the replacement), plus
-    "exit" (each replica's exit code), "seconds" (wall-clock of the demo) and
-    "lighthouse" (its address). Replica 0 waits for the replacement after ``alone``
-    committed steps on its own."""
+    "exit" (each replica's exit code; None if it had to be killed at the deadline),
+    "seconds" (wall-clock of the demo), "lighthouse" (its address) and "logs" (the end of
+    each replica's own output, torchft's log included: what to read when an assert fails).
+    Replica 0 asks for the replacement after ``alone`` committed steps on its own.
+
+    Side effects: sets ``RUST_LOG=error`` in this process's environment unless it is set
+    (torchft's Rust side logs every quorum otherwise), and leaves the fork server running
+    until this process exits, as ``multiprocessing`` does; no replica outlives the call."""
     import multiprocessing as mp
     os.environ.setdefault("RUST_LOG", "error")   # torchft's Rust side logs every quorum at INFO
     from torchft._torchft import LighthouseServer
@@ -198,8 +210,12 @@ def run(steps=14, die_at=4, alone=3, timeout=90.0):
         lighthouse.shutdown()
     out = {"exit": {n: p.exitcode for n, p in procs.items()},
            "seconds": time.perf_counter() - start, "began": began, "lighthouse": address,
-           "folder": folder}
+           "logs": {}}
     for name in procs:
         path = os.path.join(folder, f"{name}.jsonl")
         out[name] = [json.loads(line) for line in open(path)] if os.path.exists(path) else []
+        path = os.path.join(folder, f"{name}.out")
+        if os.path.exists(path):
+            out["logs"][name] = open(path, errors="replace").read()[-3000:]
+    shutil.rmtree(folder, ignore_errors=True)
     return out
