@@ -2,6 +2,7 @@
 kill-and-heal run of torchft checked step by step and against a replay in one process."""
 
 import importlib.util
+import os
 
 import pytest
 import torch
@@ -65,14 +66,37 @@ def test_a_replica_dies_the_survivor_goes_on_and_a_new_one_heals():
     out = ft.run(steps=steps, die_at=die_at, alone=alone, timeout=90)
     assert out["exit"] == {"0": 0, "1": -9, "2": 0}, out["logs"]   # every replica ended; 1 by SIGKILL
     survivor, killed, fresh = ([r for r in out[n] if "step" in r] for n in ("0", "1", "2"))
+    seen = [[(r["step"], r["quorum"], r["committed"]) for r in x] for x in (survivor, killed, fresh)]
     solo = [r["step"] for r in survivor if r["quorum"] == 1]
-    assert len(solo) >= alone and solo == list(range(die_at, die_at + len(solo)))
+    assert len(solo) >= alone and solo == list(range(die_at, die_at + len(solo))), seen
     healed = die_at + len(solo)
-    assert [r["step"] for r in killed] == list(range(die_at))
-    assert [(r["step"], r["committed"]) for r in survivor if r["step"] == die_at][0] == (die_at, False)
-    assert [r["step"] for r in survivor if r["committed"]] == list(range(steps))
-    assert [(r["step"], r["quorum"]) for r in fresh] == [(s, 2) for s in range(healed, steps)]
+    assert [r["step"] for r in killed] == list(range(die_at)), seen
+    assert [(r["step"], r["committed"]) for r in survivor if r["step"] == die_at][0] == (die_at, False), seen
+    assert [r["step"] for r in survivor if r["committed"]] == list(range(steps)), seen
+    assert [(r["step"], r["quorum"]) for r in fresh] == [(s, 2) for s in range(healed, steps)], seen
     before = {r["step"]: r["weights"] for r in survivor if r["committed"]}
-    assert fresh[0]["weights"] == before[healed]
-    assert out["0"][-1]["final"] == out["2"][-1]["final"]
-    assert _replay(out["0"]) == out["0"][-1]["state"]
+    assert fresh[0]["weights"] == before[healed], seen
+    assert out["0"][-1]["final"] == out["2"][-1]["final"], seen
+    assert _replay(out["0"]) == out["0"][-1]["state"], seen
+
+
+def _children(pid):
+    found = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                after_name = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(after_name[1]) == pid:   # the field after the state: the parent's pid
+                found.add(int(entry))
+    return found
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torchft") is None or not os.path.isdir("/proc"),
+                    reason="needs torchft and /proc")
+def test_nothing_outlives_a_run():
+    before = _children(os.getpid())
+    out = ft.run(steps=6, die_at=2, alone=1, timeout=90)
+    assert out["exit"] == {"0": 0, "1": -9, "2": 0}, out["logs"]
+    assert _children(os.getpid()) <= before       # no replica, no fork server left

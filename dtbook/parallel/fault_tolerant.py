@@ -13,7 +13,8 @@ size, whether the step was committed, a SHA-256 of its weights when the step beg
 How the processes start: a ``forkserver`` imports torch and torchft once, and every replica
 is forked from it (an import costs seconds on a busy machine; a fork does not). The
 lighthouse runs in the caller's process. Nothing outlives :func:`run`: it kills whatever is
-still running when it returns or raises, and each replica also ends itself at its deadline.
+still running when it returns or raises, stops the fork server, and each replica also ends
+itself at its deadline.
 """
 
 from __future__ import annotations
@@ -85,6 +86,15 @@ def _digest(model):
 
 def _touch(path):
     open(path, "w").close()
+
+
+def _stop_fork_server():
+    # multiprocessing keeps its fork server until the interpreter exits; this run leaves no
+    # process behind, so stop it (a private method, there since Python 3.7: skip if gone)
+    from multiprocessing import forkserver
+    stop = getattr(getattr(forkserver, "_forkserver", None), "_stop", None)
+    if stop is not None:
+        stop()
 
 
 def _wait_for(paths, deadline):
@@ -173,8 +183,8 @@ def run(steps=14, die_at=4, alone=3, timeout=90.0):
     Replica 0 asks for the replacement after ``alone`` committed steps on its own.
 
     Side effects: sets ``RUST_LOG=error`` in this process's environment unless it is set
-    (torchft's Rust side logs every quorum otherwise), and leaves the fork server running
-    until this process exits, as ``multiprocessing`` does; no replica outlives the call."""
+    (torchft's Rust side logs every quorum otherwise). No process outlives the call: not
+    the replicas, and not the fork server."""
     import multiprocessing as mp
     os.environ.setdefault("RUST_LOG", "error")   # torchft's Rust side logs every quorum at INFO
     from torchft._torchft import LighthouseServer
@@ -208,6 +218,7 @@ def run(steps=14, die_at=4, alone=3, timeout=90.0):
                 p.kill()
                 p.join(5)
         lighthouse.shutdown()
+        _stop_fork_server()
     out = {"exit": {n: p.exitcode for n, p in procs.items()},
            "seconds": time.perf_counter() - start, "began": began, "lighthouse": address,
            "logs": {}}
