@@ -196,6 +196,19 @@ _LINKS = {link.name: link for link in (
         note="One 200 Gb/s NIC per GPU (DGX A100, Selene); full duplex.",
     ),
     Link(
+        name="opa-100", alpha=2 * us, beta=100e9 / 8,
+        source=("Intel Omni-Path Architecture, 100 series host fabric interface: 100 Gb/s per "
+                "port per direction = 12.5 GB/s per direction (Birrittella et al., 'Intel "
+                "Omni-Path Architecture: Enabling Scalable, High Performance Fabrics', IEEE Hot "
+                "Interconnects 2015; AnandTech, 'Exploring Intel's Omni-Path Network Fabric', "
+                "2015: 'next-generation 100Gbps networking fabric')"),
+        alpha_source=_ALPHA_BOOK + ": IB 1-2 µs within a rack (taken for Omni-Path, a fabric "
+                     "of the same class; no Omni-Path latency measurement in the catalog)",
+        note=("Jean Zay's A100 partition, where BLOOM trained: four Omni-Path ports per node of "
+              "eight GPUs (node 'jean-zay-a100'). No NCCL bus-bandwidth measurement on it is "
+              "in the catalog, so the planner runs it at its line rate (an upper bound)."),
+    ),
+    Link(
         name="pcie5-x16", alpha=1 * us, beta=16 * 32e9 * (128 / 130) / 8,
         source=("PCI Express Base Specification 5.0 (PCI-SIG): 32 GT/s per lane, 128b/130b "
                 "encoding, 16 lanes: 63.0 GB/s per direction (64 GB/s before encoding; "
@@ -380,6 +393,13 @@ _DGX_A100 = ("NVIDIA DGX A100 datasheet and user guide: 8x A100 SXM4 80GB, 6x NV
              "NVLink per GPU, both directions), 8x single-port ConnectX-6 at 200 Gb/s HDR "
              "InfiniBand for the compute fabric, 2x AMD EPYC 7742 with 8 channels of DDR4-3200 "
              "each, 2 TB system memory")
+_JEAN_ZAY = ("BigScience, github.com/bigscience-workshop/bigscience train/tr11-176B-ml/README.md "
+             "'Hardware' (commit 39ed811) and jz/hpc-specs.md 'JZ3': 416 A100 80GB GPUs in 52 "
+             "nodes of 8, '8 GPUs per node Using NVLink 4 inter-gpu connects, 4 OmniPath links', "
+             "'Inter-node connect: Omni-Path Architecture (OPA)', 'NCCL-communications network: "
+             "a fully dedicated subnet', 'CPU memory: 512GB per node'")
+_EPYC_7543 = ("AMD EPYC 7543 product page (the CPU of Jean Zay's A100 nodes per BigScience's "
+              "write-ups): 8 channels of DDR4-3200 per socket, 8 x 3200 MT/s x 8 B = 204.8 GB/s")
 _SPR_MEMORY = ("Intel Xeon Platinum 8480+ product specifications (ark.intel.com; the 8480C of a "
                "DGX is the same Sapphire Rapids part): 8 channels of DDR5-4800 per socket, "
                "8 x 4800 MT/s x 8 B = 307.2 GB/s per socket, 614.4 GB/s for two sockets (peak)")
@@ -408,6 +428,22 @@ _NODES = {nd.name: nd for nd in (
         note=("Chapters 24 and 27: the node of Selene, where the Megatron-LM and MT-NLG runs "
               "of dtbook.runs were measured. Its host link is PCIe 4.0 (half the catalog's "
               "PCIe 5 figure); the planner does not use it."),
+    ),
+    Node(
+        name="jean-zay-a100", gpus=8, accelerator="a100-80gb", scale_up="nvlink3",
+        scale_out="opa-100", nics=4, host_link="pcie5-x16",
+        host_memory=512 * GB, host_memory_bandwidth=8 * 3200e6 * 8,
+        source=_JEAN_ZAY,
+        sources={"gpus": _JEAN_ZAY, "nics": _JEAN_ZAY, "host_memory": _JEAN_ZAY,
+                 "host_memory_bandwidth": _EPYC_7543},
+        note=("Chapter 27: the node BLOOM-176B trained on (dtbook.runs 'bloom-176b'). Four "
+              "100 Gb/s Omni-Path ports for eight GPUs: when every GPU sends off-node at once "
+              "(data-parallel reductions, pipeline sends), each has half a port, 6.25 GB/s, a "
+              "quarter of a DGX A100 GPU's 25 GB/s. NVLink: the README's 'NVLink 4 inter-gpu "
+              "connects' does not say whether an NVSwitch joins all eight GPUs; the entry "
+              "takes the A100's NVLink3 rate through a switch (an upper bound if not). Host "
+              "link and memory bandwidth: not used by the planner; memory bandwidth is one "
+              "EPYC 7543 socket's (the socket count is not in the source)."),
     ),
 )}
 

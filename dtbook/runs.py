@@ -43,7 +43,7 @@ from . import hardware, models
 from .units import TFLOP
 
 __all__ = ["PublishedRun", "get", "names", "runs", "tokens_per_second", "source_flops_per_step",
-           "LAYOUT_FIELDS", "printed_fields"]
+           "LAYOUT_FIELDS", "printed_fields", "SOFTWARE"]
 
 # The layout fields a source may or may not print (global batch, sequence, GPUs and the GPU
 # type are always printed: a row without them is not admitted).
@@ -51,6 +51,11 @@ LAYOUT_FIELDS = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "zero", "re
                  "sequence_parallel")
 
 _CONVENTIONS = ("megatron-hfu", "megatron-mfu", "llama3", "nemo-full", "nemo-causal")
+# The training stacks the sources name: NVIDIA's Megatron-LM (Narayanan et al. 2021,
+# Korthikanti et al. 2022, its README), Microsoft's and BigScience's Megatron-DeepSpeed
+# (MT-NLG, BLOOM), Meta's own stack for Llama 3, NVIDIA NeMo and Megatron-Bridge (both on
+# Megatron-Core).
+SOFTWARE = ("", "megatron-lm", "megatron-deepspeed", "llama3", "nemo", "megatron-bridge")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,7 +67,11 @@ class PublishedRun:
     FLOPs (see the module notes), ``peak`` the per-GPU peak FLOP/s it divides by;
     ``attention`` is ``"unfused"`` for runs before FlashAttention (2022), whose Megatron-LM
     kernels materialise the score matrix, ``"flash"`` otherwise; ``printed`` the layout
-    fields the source printed (module notes).
+    fields the source printed (module notes); ``software`` the training stack the source
+    names (one of ``SOFTWARE``; ``""`` if unknown), from which :func:`dtbook.plan.validate`
+    takes what the stack did (module notes of :mod:`dtbook.plan.validate`); ``cluster`` the
+    :mod:`dtbook.hardware` node the run trained on where it is not the GPU's default node
+    (``""``: the first node holding ``gpu``, DGX A100 or DGX H100).
     """
 
     name: str
@@ -92,6 +101,8 @@ class PublishedRun:
     source: str
     note: str = ""
     printed: frozenset | None = None
+    software: str = ""
+    cluster: str = ""
 
     def __post_init__(self) -> None:
         if self.printed is not None:
@@ -109,6 +120,11 @@ class PublishedRun:
             raise ValueError(f"{self.name}: recompute must be none/selective/full")
         if self.attention not in ("flash", "unfused"):
             raise ValueError(f"{self.name}: attention must be flash or unfused")
+        if self.software not in SOFTWARE:
+            raise ValueError(f"{self.name}: software must be one of {SOFTWARE}")
+        if self.cluster:
+            if hardware.node(self.cluster).accelerator != self.gpu:
+                raise ValueError(f"{self.name}: cluster {self.cluster!r} does not hold {self.gpu}")
         if self.convention not in _CONVENTIONS:
             raise ValueError(f"{self.name}: convention must be one of {_CONVENTIONS}")
         if (self.tflops_per_gpu is None and self.mfu is None and self.step_time is None
@@ -159,6 +175,7 @@ def _nemo(name, model, gpus, tp, pp, cp, vpp, mb, batch, seq, tokens, tflops, so
         dp=gpus // (tp * pp * cp), vpp=vpp, micro_batch=mb, global_batch=batch, seq=seq,
         dtype="fp8", tokens_per_gpu=tokens, tflops_per_gpu=tflops, convention=convention,
         peak=_H100_FP8, note=_NEMO_NOTE, printed=_NEMO_PRINTED,
+        software="megatron-bridge" if "Bridge" in source else "nemo",
         source=source + f" ({gpus} GPUs, GBS {batch}, MBS {mb}, sequence {seq}, TP {tp}, PP {pp}, "
                         f"CP {cp}, VP {vpp}: {tokens} tokens/s/GPU, {tflops} model TFLOP/s/GPU)")
 
@@ -184,7 +201,7 @@ def _n21_weak(model, gpus, tp, pp, batch, tflops):
                "column as 'typically tensor parallel of size 8' above 8 (TP 8 x PP here)" + (
             "; also the paper's abstract (502 petaFLOP/s on 3072 GPUs, 52% of peak)"
             if gpus == 3072 else ""),
-        note=_N21_NOTE, printed=_N21_PRINTED)
+        note=_N21_NOTE, printed=_N21_PRINTED, software="megatron-lm")
 
 
 _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
@@ -200,20 +217,20 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
         note=("Model-parallel size 96 read as TP 8 x PP 12 (8-way TP inside a DGX A100, the "
               "paper's rule). The catalog's gpt3-175b has vocabulary 50,257 where Megatron pads "
               "to 51,200: 0.04% of the FLOPs. " + _N21_NOTE),
-        printed=_MEGATRON_2021 | {"micro_batch"}),
+        printed=_MEGATRON_2021 | {"micro_batch"}, software="megatron-lm"),
     PublishedRun(
         name="megatron-gpt3-175b-384", model="gpt3-175b", gpu="a100-80gb", gpus=384, tp=8, pp=12,
         dp=4, global_batch=1536, seq=2048, recompute="full", dtype="fp16", attention="unfused",
         tflops_per_gpu=153, convention="megatron-hfu", peak=_A100,
         source=_N21 + ", Table 2 (PTD-P, 174.6B, 384 GPUs: 153 teraFLOP/s per GPU)",
-        note="See megatron-gpt3-175b. " + _N21_NOTE, printed=_MEGATRON_2021 | {"micro_batch"}),
+        note="See megatron-gpt3-175b. " + _N21_NOTE, printed=_MEGATRON_2021 | {"micro_batch"}, software="megatron-lm"),
     PublishedRun(
         name="megatron-530b-2240", model="mt-nlg-530b", gpu="a100-80gb", gpus=2240, tp=8, pp=35,
         dp=8, global_batch=2240, seq=2048, recompute="full", dtype="fp16", attention="unfused",
         tflops_per_gpu=159, convention="megatron-hfu", peak=_A100,
         source=_N21 + ", Table 2 (PTD-P, 529.6B, model-parallel size 280, batch 2240, "
                "2240 GPUs: 159 teraFLOP/s per GPU)",
-        note=_N21_NOTE, printed=_MEGATRON_2021 | {"micro_batch"}),
+        note=_N21_NOTE, printed=_MEGATRON_2021 | {"micro_batch"}, software="megatron-lm"),
     # MT-NLG 530B as trained (DeepSpeed + Megatron), Smith et al. Table 1.
     PublishedRun(
         name="mtnlg-530b", model="mt-nlg-530b", gpu="a100-80gb", gpus=2240, tp=8, pp=35, dp=8,
@@ -226,19 +243,19 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
               "DeepSpeed of 2021 no sequence parallelism. Not printed: micro-batch and ZeRO "
               "stage (placeholders 1 and 0, chosen by the planner in plan.validate). TFLOP/s "
               "counted with Narayanan et al.'s formula (60.1 s reproduces 126)."),
-        printed=_MTNLG_PRINTED),
+        printed=_MTNLG_PRINTED, software="megatron-deepspeed"),
     PublishedRun(
         name="mtnlg-530b-3360", model="mt-nlg-530b", gpu="a100-80gb", gpus=3360, tp=8, pp=35,
         dp=12, global_batch=1920, seq=2048, recompute="full", dtype="bf16", attention="unfused",
         tflops_per_gpu=113, step_time=44.4, convention="megatron-hfu", peak=_A100,
         source=_S22 + ", Table 1 (420 nodes: iteration 44.4 s, 113 teraFLOP/s per GPU)" + _MTNLG_CHECK,
-        note="See mtnlg-530b.", printed=_MTNLG_PRINTED),
+        note="See mtnlg-530b.", printed=_MTNLG_PRINTED, software="megatron-deepspeed"),
     PublishedRun(
         name="mtnlg-530b-2800", model="mt-nlg-530b", gpu="a100-80gb", gpus=2800, tp=8, pp=35,
         dp=10, global_batch=1920, seq=2048, recompute="full", dtype="bf16", attention="unfused",
         tflops_per_gpu=121, step_time=50.2, convention="megatron-hfu", peak=_A100,
         source=_S22 + " (350 nodes: iteration 50.2 s, 121 teraFLOP/s per GPU)" + _MTNLG_CHECK,
-        note="See mtnlg-530b.", printed=_MTNLG_PRINTED),
+        note="See mtnlg-530b.", printed=_MTNLG_PRINTED, software="megatron-deepspeed"),
     # The Megatron-LM README's GPT-3 example: every layout field is in its script.
     PublishedRun(
         name="megatron-gpt3-175b-1024", model="gpt3-175b", gpu="a100-80gb", gpus=1024, tp=8,
@@ -255,7 +272,7 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
         note=("Megatron-LM of January 2021: no interleaved schedule, no ZeRO, no sequence "
               "parallelism (fixed by the software); the README's cluster is Selene (DGX A100 "
               "80GB)."),
-        printed=None),
+        printed=None, software="megatron-lm"),
     # Weak scaling, Narayanan et al. Table 1 (a selection of its rows).
     _n21_weak("megatron-18b", 256, 8, 1, 1024, 135),
     _n21_weak("megatron-39b", 512, 8, 2, 1536, 138),
@@ -277,7 +294,8 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
                "re-checked (the paper's tables were not reached by the search tools)",
         note=("Data-parallel size 1 (benchmark runs). Not printed in the tables used here: "
               "micro-batch, interleaving and ZeRO stage; plan.validate lets the planner choose."),
-        printed=frozenset({"tp", "pp", "dp", "cp", "ep", "recompute", "sequence_parallel"}))
+        printed=frozenset({"tp", "pp", "dp", "cp", "ep", "recompute", "sequence_parallel"}),
+        software="megatron-lm")
       for tag, model, tp, pp, mb, batch, mfu, step in (
           ("22b", "megatron-22b", 8, 1, 4, 4, 0.415, 1.10),
           ("175b", "gpt3-175b", 8, 8, 1, 64, 0.514, 13.75),
@@ -297,7 +315,7 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
               "neither the virtual stages nor the micro-batch; recompute and sequence "
               "parallelism not stated. The placeholders (vpp 1, micro-batch 1, no recompute) "
               "are not used by plan.validate: the planner chooses them."),
-        printed=frozenset({"tp", "pp", "dp", "cp", "ep", "zero"}))
+        printed=frozenset({"tp", "pp", "dp", "cp", "ep", "zero"}), software="llama3")
       for tag, gpus, cp, dp, seq, per_dp, tflops, mfu in (
           ("8k", 8192, 1, 64, 8192, 32, 430, 0.43),
           ("16k", 16384, 1, 128, 8192, 16, 400, 0.41),
@@ -321,11 +339,11 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
         note=("DeepSpeed's pipeline engine (no interleaving: vpp 1) with Megatron-LM tensor "
               "parallelism, 2022: no sequence parallelism, no FlashAttention (fused softmax "
               "kernels that still materialise the scores). Hardware differs from a DGX A100: "
-              "Jean Zay's nodes have 8 A100 80GB with NVLink and four 100 Gb/s Omni-Path links "
-              "per node (README 'Hardware'), a quarter of a DGX A100's eight 200 Gb/s HDR "
-              "links; the catalog's a100-80gb node is a DGX A100, so the planner sees a faster "
-              "network than BLOOM had."),
-        printed=None),
+              "Jean Zay's nodes have 8 A100 80GB with NVLink and four Omni-Path links per node "
+              "(README 'Hardware'; 100 Gb/s each, Intel's Omni-Path 100 series), a quarter of a "
+              "DGX A100's eight 200 Gb/s HDR links: cluster 'jean-zay-a100' (dtbook.hardware), "
+              "so the planner predicts BLOOM on its own network."),
+        printed=None, software="megatron-deepspeed", cluster="jean-zay-a100"),
     # NVIDIA's published NeMo / Megatron-Bridge benchmarks on DGX H100 (FP8).
     _nemo("nemo-gpt3-175b-512", "gpt3-175b", 512, 4, 8, 1, 6, 2, 2048, 2048, 782, 842,
           _NEMO_2407, "nemo-full"),

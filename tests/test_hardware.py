@@ -12,7 +12,7 @@ from dtbook.units import GB, TB, TFLOP, PFLOP, GiB
 def test_listings():
     assert hardware.accelerators() == ["a100-80gb", "h100-sxm", "h200", "b200"]
     assert hardware.links() == ["nvlink4", "nvlink5", "ib-ndr400", "nvlink3", "ib-hdr200",
-                                "pcie5-x16", "ethernet-100g"]
+                                "opa-100", "pcie5-x16", "ethernet-100g"]
     assert hardware.names() == hardware.accelerators() + hardware.links()
     for name in hardware.accelerators():
         assert isinstance(hardware.get(name), Accelerator)
@@ -191,3 +191,14 @@ def test_fp8_matmul_ceiling_is_measured_below_the_fp8_peak():
     assert hardware.matmul_ceiling("h100-sxm", "fp16") is hardware.matmul_ceiling("h100-sxm")
     with pytest.raises(ValueError, match="h100-sxm"):
         hardware.matmul_ceiling("a100-80gb", "fp8")   # Ampere has no FP8 tensor cores
+
+
+def test_jean_zay_node_shares_four_omni_path_ports_among_eight_gpus():
+    # BigScience's README: 8 A100 80GB per node, '4 OmniPath links'; Omni-Path 100 series
+    # runs 100 Gb/s per port per direction
+    nd = hardware.node("jean-zay-a100")
+    assert (nd.gpus, nd.nics, nd.accelerator, nd.scale_out) == (8, 4, "a100-80gb", "opa-100")
+    assert hardware.get("opa-100").beta == 100e9 / 8
+    assert nd.scale_out_bandwidth == 4 * 100e9 / 8          # a quarter of a DGX A100's
+    assert nd.scale_out_bandwidth * 4 == hardware.node("dgx-a100").scale_out_bandwidth
+    assert "OmniPath" in nd.source and "opa-100" in hardware.links()

@@ -72,3 +72,28 @@ def test_bad_rows_are_refused():
         dataclasses.replace(r, dp=9)
     with pytest.raises(ValueError, match="recompute"):
         dataclasses.replace(r, recompute="some")
+
+
+@pytest.mark.parametrize("name", runs.names())
+def test_every_row_names_its_software(name):
+    # the stack is read from the row's own source: the Megatron-LM papers and README,
+    # Megatron-DeepSpeed for MT-NLG (Smith et al.) and BLOOM (BigScience's README), Meta's
+    # stack for Llama 3, NVIDIA's NeMo / Megatron-Bridge tables
+    r = runs.get(name)
+    assert r.software in runs.SOFTWARE and r.software
+    expect = ("megatron-deepspeed" if r.name.startswith(("mtnlg", "bloom")) else
+              "llama3" if r.convention == "llama3" else
+              "megatron-bridge" if r.name.startswith("bridge") else
+              "nemo" if r.name.startswith("nemo") else "megatron-lm")
+    assert r.software == expect
+    if r.cluster:
+        assert hardware.node(r.cluster).accelerator == r.gpu
+
+
+def test_bloom_trained_on_its_own_cluster_and_bad_fields_are_refused():
+    r = runs.get("bloom-176b")
+    assert r.cluster == "jean-zay-a100" and hardware.node(r.cluster).nics == 4
+    with pytest.raises(ValueError, match="software"):
+        dataclasses.replace(r, software="megatron-lm-2025")
+    with pytest.raises(ValueError, match="cluster"):
+        dataclasses.replace(r, cluster="dgx-h100")

@@ -36,7 +36,12 @@ micro-batches through a pipeline of ``pp`` stages. For one micro-batch, one pipe
   1F1B blocks on ``send_forward_recv_backward`` and ``send_backward_recv_forward`` between
   steady-state steps). Across nodes each TP rank sends ``1/tp`` of the activation over its own
   NIC (the scatter/gather of Narayanan et al. 2021, Sec. 4.1; sequence parallelism splits it
-  already) and, without SP, the receivers all-gather it over NVLink.
+  already) and, without SP, the receivers all-gather it over NVLink. DeepSpeed's pipeline
+  engine (``pipeline_engine="deepspeed"``) splits the activation the same way
+  (``PartitionedTensor`` over the tensor-parallel group) but issues its four transfers per
+  micro-batch (receive activation, send gradient, send activation, receive gradient) as
+  blocking calls one after another (``TrainSchedule``, deepspeed/runtime/pipe/schedule.py):
+  four transfer times where Megatron's paired calls take two.
 
 The pipeline runs ``m`` micro-batches in ``(m + (pp - 1) / vpp)`` micro-batch times: the
 (interleaved) 1F1B bubble ``(pp - 1) / (vpp m + pp - 1)`` of :mod:`dtbook.pipeline_parallel`.
@@ -84,11 +89,14 @@ most the accelerator's HBM.
 
 Assumptions stated once: BF16 values on the wire, FP32 master weights and Adam moments, every
 collective a ring (:mod:`dtbook.comm`, ``links="switched"``), TP innermost then CP, EP, PP,
-DP across nodes, one NIC per GPU. No constant is fitted to any published run.
+DP across nodes, one NIC per GPU (or, with ``node=``, the named node's links, its NICs
+shared by its GPUs when it has fewer: :func:`links_for`). No constant is fitted to any
+published run.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass, field
@@ -100,7 +108,8 @@ from .. import activations as act
 from .. import comm, flops, hardware, memory, models
 from .gemm import _matmul_time, matmul_time  # noqa: F401 (matmul_time: the public name)
 
-__all__ = ["Estimate", "estimate", "evaluate", "in_flight", "RECOMPUTE", "ATTENTION", "resolve_model",
+__all__ = ["Estimate", "estimate", "evaluate", "in_flight", "RECOMPUTE", "ATTENTION",
+           "PIPELINE_ENGINES", "resolve_model",
            "links_for", "protocol_efficiency", "elementwise_values"]
 
 RECOMPUTE = ("none", "selective", "full")
@@ -128,9 +137,21 @@ def resolve_model(model) -> models.TransformerConfig:
     raise ValueError(f"model must be a catalog name or a TransformerConfig, got {model!r}")
 
 
-def links_for(gpu: str):
-    """(scale-up link, scale-out link) of the node that holds ``gpu`` (chapter 27)."""
+def links_for(gpu: str, node=None):
+    """(scale-up link, scale-out link) of the node that holds ``gpu`` (chapter 27): the
+    first node of :mod:`dtbook.hardware` with that accelerator, or the node named ``node``
+    (its accelerator must be ``gpu``). A node with fewer NICs than GPUs shares them: every
+    GPU sends off-node at once (data-parallel reductions, pipeline sends), so each gets
+    ``nics / gpus`` of a port (Jean Zay: 4 Omni-Path ports for 8 GPUs)."""
     hardware.get(gpu)
+    if node is not None:
+        nd = hardware.node(node)
+        if nd.accelerator != gpu:
+            raise ValueError(f"node {nd.name!r} holds {nd.accelerator}, not gpu {gpu!r}")
+        out = hardware.get(nd.scale_out)
+        if nd.nics < nd.gpus:
+            out = dataclasses.replace(out, beta=out.beta * nd.nics / nd.gpus)
+        return hardware.get(nd.scale_up), out
     for name in hardware.nodes():
         nd = hardware.node(name)
         if nd.accelerator == gpu:
@@ -142,6 +163,7 @@ def links_for(gpu: str):
 
 
 ATTENTION = ("flash", "unfused")
+PIPELINE_ENGINES = ("megatron", "deepspeed")
 
 
 def protocol_efficiency(link) -> float:
@@ -233,17 +255,20 @@ def _stage_layers(layers, pp):
 
 
 def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols, attention="flash",
-             overlap_grad_reduce=True, gradient_accumulation_fusion=True):
+             overlap_grad_reduce=True, gradient_accumulation_fusion=True,
+             pipeline_engine="megatron", node=None):
     """The model of the module notes over NumPy arrays of configurations: ``cols`` maps each
     of ``COLUMNS`` to an array (recompute as 0/1/2, sequence_parallel as 0/1). Returns a dict
     of arrays: the breakdown terms (seconds, bytes), ``step_time``, ``memory_per_gpu``,
     ``model_flops``. ``attention``: ``"flash"`` or ``"unfused"``; ``overlap_grad_reduce``:
     whether the DP reduction overlaps the last backward; ``gradient_accumulation_fusion``:
-    whether the wgrad GEMMs accumulate into the FP32 buffer themselves (module notes). Inputs are assumed valid (see :func:`dtbook.plan.search.configurations`
+    whether the wgrad GEMMs accumulate into the FP32 buffer themselves; ``pipeline_engine``:
+    ``"megatron"`` or ``"deepspeed"`` (how many pipeline transfers a micro-batch exposes);
+    ``node``: a :mod:`dtbook.hardware` node whose links to use (module notes). Inputs are assumed valid (see :func:`dtbook.plan.search.configurations`
     and :func:`estimate`). (Chapter 27.)"""
     tp, pp, dp, cp, ep, vpp, mb, zero, rc, sp = (np.asarray(cols[c], dtype=float) for c in COLUMNS)
     acc = hardware.get(gpu)
-    up, out = links_for(gpu)
+    up, out = links_for(gpu, node)
     up_a, up_b = _effective(up)
     out_a, out_b = _effective(out)
     h, L, heads, kv, hd = cfg.hidden, cfg.layers, cfg.heads, cfg.kv_heads, cfg.head_dim
@@ -355,7 +380,11 @@ def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols, a
     gather = np.where((sp == 0) & (tp > 1),
                       comm.allgather_time(n_act, np.maximum(tp, 2), up_a, up_b), 0.0)
     t_p2p = np.where(pp_in, up_a + n_p2p / up_b, out_a + n_act / tp / out_b + gather)
-    pp_comm = np.where(pp > 1, 2 * vpp * t_p2p, 0.0)
+    # Megatron pairs each send with the opposite receive (send_forward_recv_backward): 2
+    # transfer times per micro-batch; DeepSpeed's TrainSchedule issues RecvActivation,
+    # SendGrad, SendActivation, RecvGrad as four blocking p2p calls, one after another: 4
+    sends = 4 if pipeline_engine == "deepspeed" else 2
+    pp_comm = np.where(pp > 1, sends * vpp * t_p2p, 0.0)
 
     # ---- parameters on one GPU (embedding and head on the end stages: counted in the mean)
     total = cfg.num_params()
@@ -493,10 +522,18 @@ def _check(cfg, gpus, gpu, tp, pp, dp, cp, ep, vpp, micro_batch, global_batch, s
         raise ValueError(f"ep must be 1 for a dense model, got {ep}")
 
 
+def _check_engine(pipeline_engine, vpp):
+    if pipeline_engine not in PIPELINE_ENGINES:
+        raise ValueError(f"pipeline_engine must be one of {PIPELINE_ENGINES}, got {pipeline_engine!r}")
+    if pipeline_engine == "deepspeed" and vpp != 1:
+        raise ValueError(f"vpp: DeepSpeed's pipeline engine has no interleaved schedule, got vpp = {vpp}")
+
+
 def estimate(model, *, gpus, gpu="h100-sxm", tp, pp, dp, cp=1, ep=1, vpp=1, micro_batch=1,
              global_batch, seq, zero=1, recompute="none", sequence_parallel=True,
              dtype="bf16", gpus_per_node=8, attention="flash", overlap_grad_reduce=True,
-             gradient_accumulation_fusion=True) -> Estimate:
+             gradient_accumulation_fusion=True, pipeline_engine="megatron",
+             node: str | None = None) -> Estimate:
     """Step time, throughput and memory of one configuration (chapter 27; see the module
     notes for the model). ``model``: a :mod:`dtbook.models` name or a ``TransformerConfig``;
     ``gpu``: an accelerator of :mod:`dtbook.hardware`; ``ep`` splits the experts over the
@@ -509,20 +546,29 @@ def estimate(model, *, gpus, gpu="h100-sxm", tp, pp, dp, cp=1, ep=1, vpp=1, micr
     2023; module notes). ``gradient_accumulation_fusion``: ``True`` (default) has the weight-
     gradient GEMMs accumulate into the FP32 buffer (Megatron-LM from February 2022, Megatron-
     Core with Transformer Engine); ``False`` adds each micro-batch's gradients in a separate
-    memory-bound op (Megatron-LM 2021, Megatron-DeepSpeed; the ``grad_accum`` term)."""
+    memory-bound op (Megatron-LM 2021, Megatron-DeepSpeed; the ``grad_accum`` term).
+    ``pipeline_engine``: ``"megatron"`` (default) or ``"deepspeed"`` (DeepSpeed's pipeline
+    engine: four blocking transfers per micro-batch instead of two, no interleaving, so
+    ``vpp`` must be 1). ``node``: a :mod:`dtbook.hardware` node name whose links the
+    estimate uses (default: the first node holding ``gpu``; ``"jean-zay-a100"`` for BLOOM's
+    cluster)."""
     cfg = resolve_model(model)
     if attention not in ATTENTION:
         raise ValueError(f"attention must be one of {ATTENTION}, got {attention!r}")
+    _check_engine(pipeline_engine, vpp)
     if isinstance(gpu, str):
         gpu = gpu.strip().lower()
     _check(cfg, gpus, gpu, tp, pp, dp, cp, ep, vpp, micro_batch, global_batch, seq, zero,
            recompute, dtype, gpus_per_node)
+    if node is not None:
+        links_for(gpu, node)     # ValueError for an unknown node or one without this gpu
     cols = dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=micro_batch, zero=zero,
                 recompute=RECOMPUTE.index(recompute), sequence_parallel=int(bool(sequence_parallel)))
     out = evaluate(cfg, gpus=gpus, gpu=gpu, seq=seq, global_batch=global_batch, dtype=dtype,
                    gpus_per_node=gpus_per_node, cols={k: np.array([v]) for k, v in cols.items()},
                    attention=attention, overlap_grad_reduce=bool(overlap_grad_reduce),
-                   gradient_accumulation_fusion=bool(gradient_accumulation_fusion))
+                   gradient_accumulation_fusion=bool(gradient_accumulation_fusion),
+                   pipeline_engine=pipeline_engine, node=node)
     val = {k: float(np.asarray(v).reshape(-1)[0]) for k, v in out.items()}
     acc = hardware.get(gpu)
     step = val["step_time"]
@@ -533,6 +579,10 @@ def estimate(model, *, gpus, gpu="h100-sxm", tp, pp, dp, cp=1, ep=1, vpp=1, micr
                   gpus_per_node=gpus_per_node, attention=attention,
                   overlap_grad_reduce=bool(overlap_grad_reduce),
                   gradient_accumulation_fusion=bool(gradient_accumulation_fusion))
+    if pipeline_engine != "megatron":   # the defaults stay out of the dicts readers use
+        config["pipeline_engine"] = pipeline_engine
+    if node is not None:
+        config["node"] = hardware.node(node).name
     breakdown = {k: val[k] for k in ("compute", "recompute", "elementwise", "grad_accum",
                                      "tp_comm", "cp_comm",
                                      "ep_comm", "pp_comm", "bubble", "dp_comm", "zero3_comm",

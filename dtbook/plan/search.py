@@ -26,7 +26,8 @@ from collections import OrderedDict
 import numpy as np
 
 from .. import hardware
-from .estimate import ATTENTION, COLUMNS, RECOMPUTE, Estimate, estimate, evaluate, resolve_model
+from .estimate import (ATTENTION, COLUMNS, PIPELINE_ENGINES, RECOMPUTE, Estimate, estimate, evaluate,
+                       links_for, resolve_model)
 
 __all__ = ["configurations", "funnel", "search", "SPACE"]
 
@@ -109,7 +110,7 @@ def _run(model, gpus, global_batch, seq, gpu, fixed):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
     _extra = ("dtype", "gpus_per_node", "attention", "overlap_grad_reduce",
-              "gradient_accumulation_fusion")
+              "gradient_accumulation_fusion", "pipeline_engine", "node")
     unknown = set(fixed) - set(_KEYS) - set(_extra)
     if unknown:
         raise ValueError(f"cannot fix {sorted(unknown)}: fix any of "
@@ -119,6 +120,17 @@ def _run(model, gpus, global_batch, seq, gpu, fixed):
         raise ValueError(f"attention must be one of {ATTENTION}, got {attention!r}")
     overlap = bool(fixed.get("overlap_grad_reduce", True))
     fusion = bool(fixed.get("gradient_accumulation_fusion", True))
+    engine = fixed.get("pipeline_engine", "megatron")
+    if engine not in PIPELINE_ENGINES:
+        raise ValueError(f"pipeline_engine must be one of {PIPELINE_ENGINES}, got {engine!r}")
+    if engine == "deepspeed":       # DeepSpeed's pipeline engine has no interleaving
+        if fixed.get("vpp", 1) != 1:
+            raise ValueError(f"vpp: DeepSpeed's pipeline engine has no interleaved schedule, "
+                             f"got vpp = {fixed['vpp']}")
+        fixed = {**fixed, "vpp": 1}
+    node = fixed.get("node")
+    if node is not None:
+        links_for(gpu, node)
     dtype = fixed.get("dtype", "bf16")
     acc.peak(dtype)
     gpn = fixed.get("gpus_per_node", 8)
@@ -131,17 +143,18 @@ def _run(model, gpus, global_batch, seq, gpu, fixed):
     out = evaluate(cfg, gpus=gpus, gpu=gpu, seq=seq, global_batch=global_batch, dtype=dtype,
                    gpus_per_node=gpn, cols=cols, attention=attention,
                    overlap_grad_reduce=overlap,
-                   gradient_accumulation_fusion=fusion) if len(cols["tp"]) else None
+                   gradient_accumulation_fusion=fusion, pipeline_engine=engine,
+                   node=node) if len(cols["tp"]) else None
     if out is not None:
         keep = out["memory_per_gpu"] <= acc.hbm_bytes
         cols = {k: v[keep] for k, v in cols.items()}
         out = {k: np.asarray(v)[keep] for k, v in out.items()}
     stages["memory fits in HBM"] = len(cols["tp"])
-    return cfg, gpu, (dtype, attention, overlap, fusion), gpn, cols, out, stages
+    return cfg, gpu, (dtype, attention, overlap, fusion, engine, node), gpn, cols, out, stages
 
 
 def _as_kwargs(cols, i, dtype, gpn):
-    dtype, attention, overlap, fusion = dtype
+    dtype, attention, overlap, fusion, engine, node = dtype
     kw = {k: int(cols[k][i]) for k in ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "zero")}
     kw["recompute"] = RECOMPUTE[int(cols["recompute"][i])]
     kw["sequence_parallel"] = bool(cols["sequence_parallel"][i])
@@ -152,6 +165,10 @@ def _as_kwargs(cols, i, dtype, gpn):
         kw["overlap_grad_reduce"] = False
     if not fusion:
         kw["gradient_accumulation_fusion"] = False
+    if engine != "megatron":
+        kw["pipeline_engine"] = engine
+    if node is not None:
+        kw["node"] = node
     return kw
 
 

@@ -11,6 +11,34 @@ half the step without interleaving, a third with 2 virtual stages), so the predi
 planner's own **best** configuration with every field the source printed fixed
 (``plan.search(..., top=1, **printed)``): the fields it did not print are chosen by the
 planner's model, never by the reported figure. Nothing is fitted to these rows.
+
+What the training stack did is taken from the run's recorded ``software``
+(:data:`dtbook.runs.SOFTWARE`), each rule read in the stack's source:
+
+* ``"megatron-deepspeed"`` (MT-NLG, BLOOM): DeepSpeed's pipeline engine
+  (``pipeline_engine="deepspeed"``). Its ``TrainSchedule`` (deepspeed/runtime/pipe/
+  schedule.py, commit 29bee73, October 2021) issues ``RecvActivation`` and ``SendGrad`` in a
+  forward step and ``SendActivation`` and ``RecvGrad`` in a backward step, each a blocking
+  ``p2p.send``/``p2p.recv`` (``dist.send``, or a two-rank ``dist.broadcast`` before torch
+  1.8): four transfer times per micro-batch where Megatron's paired
+  ``send_forward_recv_backward`` takes two. Like Megatron it splits each sent activation
+  over the tensor-parallel group (``is_pipe_partitioned = is_model_parallel``,
+  ``PartitionedTensor``; the receiver's ``.full()`` all-gathers it), so the per-NIC bytes
+  are Megatron's. The last step runs ``ReduceTiedGrads``, ``ReduceGrads``, ``OptimizerStep``
+  after the last backward: the reduction is not overlapped. With BF16 every micro-batch's
+  BF16 gradients are added into FP32 (``BF16_Optimizer.update_hp_grads``, called from
+  ``_exec_backward_pass``; commit 735406e, June 2022): unfused accumulation. Its reduction
+  (``_bf16_reduce_grads``) all-reduces those FP32 gradients cast to BF16
+  (``communication_data_type``), then all-gathers the BF16 parameters after the sharded
+  step: a ring all-reduce of 2-byte values moves what the planner's ZeRO-1 reduce-scatter of
+  4-byte values moves, so that term needs no change;
+* ``"megatron-lm"``: dated by its era (:func:`overlaps_grad_reduce`,
+  :func:`fuses_grad_accumulation`), Megatron's pipeline schedule;
+* ``"llama3"``, ``"nemo"``, ``"megatron-bridge"``: overlapped reduction, fused
+  accumulation, Megatron(-Core)'s schedule.
+
+A run's ``cluster`` names the :mod:`dtbook.hardware` node it trained on where that is not
+the GPU's default node (BLOOM: Jean Zay, four Omni-Path ports for eight GPUs).
 """
 
 from __future__ import annotations
@@ -18,7 +46,10 @@ from __future__ import annotations
 from .. import runs as _runs
 from .search import search
 
-__all__ = ["validate", "predict_run", "overlaps_grad_reduce", "fuses_grad_accumulation"]
+__all__ = ["validate", "predict_run", "overlaps_grad_reduce", "fuses_grad_accumulation",
+           "pipeline_engine_of"]
+
+_MODERN = ("llama3", "nemo", "megatron-bridge")   # Megatron-Core DDP / FSDP: overlap, fusion
 
 
 def overlaps_grad_reduce(run) -> bool:
@@ -31,7 +62,14 @@ def overlaps_grad_reduce(run) -> bool:
     Megatron-Core's DDP with ``overlap_grad_reduce`` or FSDP, which overlap it. A property
     of the software, not a correction fitted to any row."""
     recorded = getattr(run, "overlap_grad_reduce", None)
-    return bool(recorded) if recorded is not None else run.attention == "flash"
+    if recorded is not None:
+        return bool(recorded)
+    software = getattr(run, "software", "")
+    if software == "megatron-deepspeed":   # ReduceGrads after the last backward
+        return False
+    if software in _MODERN:
+        return True
+    return run.attention == "flash"
 
 
 def fuses_grad_accumulation(run) -> bool:
@@ -51,7 +89,30 @@ def fuses_grad_accumulation(run) -> bool:
     recorded = getattr(run, "gradient_accumulation_fusion", None)
     if recorded is not None:
         return bool(recorded)
+    software = getattr(run, "software", "")
+    if software == "megatron-deepspeed":   # main_grad.add_ / BF16_Optimizer.update_hp_grads
+        return False
+    if software in _MODERN:
+        return True
     return run.attention == "flash" or bool(run.sequence_parallel)
+
+
+def pipeline_engine_of(run) -> str:
+    """``"deepspeed"`` for a run on Megatron-DeepSpeed (DeepSpeed's pipeline engine; module
+    notes), ``"megatron"`` otherwise (chapter 27)."""
+    return "deepspeed" if getattr(run, "software", "") == "megatron-deepspeed" else "megatron"
+
+
+def run_keywords(run) -> dict:
+    """The :func:`dtbook.plan.search` keywords that describe ``run``'s software and cluster
+    (chapter 27): dtype, attention, overlap, fusion, pipeline engine, node."""
+    kw = dict(dtype=run.dtype, attention=run.attention,
+              overlap_grad_reduce=overlaps_grad_reduce(run),
+              gradient_accumulation_fusion=fuses_grad_accumulation(run),
+              pipeline_engine=pipeline_engine_of(run))
+    if getattr(run, "cluster", ""):
+        kw["node"] = run.cluster
+    return kw
 
 
 def predict_run(run):
@@ -61,9 +122,7 @@ def predict_run(run):
     ``ValueError`` if no configuration fits."""
     fixed = _runs.printed_fields(run)
     best = search(run.model, gpus=run.gpus, gpu=run.gpu, global_batch=run.global_batch,
-                  seq=run.seq, top=1, dtype=run.dtype, attention=run.attention,
-                  overlap_grad_reduce=overlaps_grad_reduce(run),
-                  gradient_accumulation_fusion=fuses_grad_accumulation(run), **fixed)
+                  seq=run.seq, top=1, **run_keywords(run), **fixed)
     if not best:
         raise ValueError(f"{run.name}: no configuration with the printed fields {fixed} fits")
     return best[0]
