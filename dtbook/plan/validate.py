@@ -47,7 +47,7 @@ from .. import runs as _runs
 from .search import search
 
 __all__ = ["validate", "predict_run", "overlaps_grad_reduce", "fuses_grad_accumulation",
-           "pipeline_engine_of"]
+           "pipeline_engine_of", "run_keywords"]
 
 _MODERN = ("llama3", "nemo", "megatron-bridge")   # Megatron-Core DDP / FSDP: overlap, fusion
 
