@@ -221,6 +221,22 @@ def test_known_gaps_are_walked():
     assert set(KNOWN_GAPS) <= {q for q, _ in FUNCTIONS}
 
 
+def _try_bad(fn, base, name, bad, problems, width):
+    """Call fn with argument `name` spoilt; return (raised, output). A ValueError that names the
+    argument is the contract; any other exception, or a hang, is written to `problems`."""
+    shown = f"{name}={bad!r:.{width}}"
+    try:
+        return False, _call(fn, dict(base, **{name: bad}))
+    except ValueError as e:
+        if not re.search(rf"\b{re.escape(name)}\b", str(e)):
+            problems.append(f"{shown}: ValueError names another argument: {e}")
+    except _Hung:
+        problems.append(f"{shown}: did not return within 3 s")
+    except Exception as e:
+        problems.append(f"{shown}: {type(e).__name__}: {e}"[:200])
+    return True, None
+
+
 @pytest.mark.parametrize("qualname,fn", _walked(FUNCTIONS))
 def test_every_formula_refuses_bad_numbers_by_name(qualname, fn):
     base = _baseline(qualname, fn)
@@ -233,18 +249,8 @@ def test_every_formula_refuses_bad_numbers_by_name(qualname, fn):
         for bad in MUST_REFUSE + MAY_REFUSE:
             if "intensity" in name and bad == float("inf"):
                 continue  # moving no bytes is an infinite intensity, and allowed
-            kwargs = dict(base, **{name: bad})
-            try:
-                out = _call(fn, kwargs)
-            except ValueError as e:
-                if not re.search(rf"\b{re.escape(name)}\b", str(e)):
-                    problems.append(f"{name}={bad!r:.20}: ValueError names another argument: {e}")
-                continue
-            except _Hung:
-                problems.append(f"{name}={bad!r:.20}: did not return within 3 s")
-                continue
-            except Exception as e:
-                problems.append(f"{name}={bad!r:.20}: {type(e).__name__}: {e}"[:200])
+            refused, out = _try_bad(fn, base, name, bad, problems, 20)
+            if refused:
                 continue
             if any(bad is b for b in MUST_REFUSE) or (isinstance(bad, float) and bad != bad):
                 problems.append(f"{name}={bad!r:.20}: accepted, returned {out!r:.60}")
@@ -281,19 +287,9 @@ def test_every_formula_refuses_bad_arrays_by_name(qualname, fn):
     problems = []
     for name in [k for k, v in base.items() if k != "_args" and _numeric_array(v)]:
         for bad in _bad_arrays(base[name]):
-            try:
-                out = _call(fn, dict(base, **{name: bad}))
-            except ValueError as e:
-                if not re.search(rf"\b{re.escape(name)}\b", str(e)):
-                    problems.append(f"{name}={bad!r:.40}: ValueError names another argument: {e}")
-                continue
-            except _Hung:
-                problems.append(f"{name}={bad!r:.40}: did not return within 3 s")
-                continue
-            except Exception as e:
-                problems.append(f"{name}={bad!r:.40}: {type(e).__name__}: {e}"[:200])
-                continue
-            problems.append(f"{name}={bad!r:.40}: accepted, returned {out!r:.60}")
+            refused, out = _try_bad(fn, base, name, bad, problems, 40)
+            if not refused:
+                problems.append(f"{name}={bad!r:.40}: accepted, returned {out!r:.60}")
     assert not problems, f"{qualname}:\n  " + "\n  ".join(problems)
 
 
