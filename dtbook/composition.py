@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from . import _validate as check
 from . import comm, memory
+from . import data_parallel as dpar
 from . import pipeline_parallel as pipe
 from . import tensor_parallel as tpar
 
@@ -84,7 +85,7 @@ def dp_bytes_per_step(params, tp, pp, dp, bytes_per_value=2):
     check.count("pp", pp)
     check.count("dp", dp)
     check.positive("params", params)
-    return comm.traffic("allreduce", params / (tp * pp) * bytes_per_value, dp).sent_bytes
+    return dpar.allreduce_bytes(params / (tp * pp), dp, bytes_per_value)
 
 
 def megatron_rank_params(hidden, layers, tp):
@@ -92,10 +93,8 @@ def megatron_rank_params(hidden, layers, tp):
     two LayerNorms (chapter 24): L·(12H²/t + 7H/t + 6H). Sharded: the Q, K, V, output and MLP
     weights (12H²) and the column-parallel biases (Q, K, V, fc1: 7H); replicated: the biases
     of the two row-parallel layers and the LayerNorms' weights and biases (6H)."""
-    check.positive("hidden", hidden)
     check.nonnegative("layers", layers)
-    check.count("tp", tp)
-    return layers * (12 * hidden**2 / tp + 7 * hidden / tp + 6 * hidden)
+    return layers * tpar.layer_params_per_rank(hidden, tp)
 
 
 # --------------------------------------------------------------------------- step time

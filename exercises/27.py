@@ -113,7 +113,8 @@ def _():
     a = pipeline_parallel.bubble_fraction(4, 16)
     b = pipeline_parallel.bubble_fraction(8, 32)
     m = sp.Symbol("m", positive=True)
-    even = sp.solve(sp.Eq(pipeline_parallel.bubble_fraction(8, m), sp.Rational(3, 19)), m)[0]
+    target = pipeline_parallel.bubble_fraction(4, sp.Integer(16))   # (a), exactly
+    even = sp.solve(sp.Eq(pipeline_parallel.bubble_fraction(8, m), target), m)[0]
     return a, b, int(sp.ceiling(even))
 
 
