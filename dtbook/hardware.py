@@ -28,11 +28,16 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
+import numpy as np
+
 from .units import GB, TB, TFLOP, PFLOP, us
 
 __all__ = ["Accelerator", "Link", "get", "names", "accelerators", "links",
            "Tier", "Node", "node", "nodes", "ladder", "BusBandwidth", "published_busbw",
-           "MatmulCeiling", "matmul_ceiling", "AttentionKernel", "attention_kernel"]
+           "BusBandwidthCurve", "busbw_curve",
+           "MatmulCeiling", "matmul_ceiling", "MeasuredGemm", "published_gemms",
+           "MemoryCeiling", "memory_ceiling",
+           "AttentionKernel", "attention_kernel"]
 
 
 @dataclass(frozen=True)
@@ -288,6 +293,10 @@ _NCCL_TESTS_290 = ("D. Addison (NVIDIA), NVIDIA/nccl-tests issue #290, 2025-03-0
                    "at 476 GB/s 'in the expected range'; 'For NDR @ 400Gbps you should see "
                    "46-48GB/s per NIC' (two nodes, NCCL_ALGO=RING)")
 
+_AZURE = ("Microsoft Azure, AI-benchmarking-guide "
+          "(https://github.com/Azure/AI-benchmarking-guide, commit 8fd0c6e, September 2024), "
+          "Azure_Results/")
+
 _PUBLISHED = {b.name: b for b in (
     BusBandwidth("h100-nvswitch-ring", "allreduce", "nvlink4", 8, "ring", 370 * GB, 370 * GB,
                  "8 H100 SXM in one node through NVSwitch, NCCL_ALGO=RING, large buffers",
@@ -295,15 +304,66 @@ _PUBLISHED = {b.name: b for b in (
     BusBandwidth("h100-nvswitch-nvls", "allreduce", "nvlink4", 8, "nvls", 476 * GB, 480 * GB,
                  "8 H100 SXM in one node, NVLink SHARP (the switch adds), large buffers",
                  _NCCL_TESTS_212 + "; " + _NCCL_TESTS_290),
+    BusBandwidth("a100-nvswitch-ring", "allreduce", "nvlink3", 8, "ring", 230.22 * GB, 231.58 * GB,
+                 "8 A100 SXM4 80GB in one Azure ND A100 v4 node through NVSwitch, nccl-tests "
+                 "all_reduce_perf in place, 2-8 GB buffers, NCCL 2.18.5 (the page's caption names "
+                 "NVLS, which needs the H100's NVSwitch; A100 runs NCCL's ring and tree)",
+                 _AZURE + "ND_A100_v4_results.md, 'NCCL Bandwidth' (230.22, 230.48, 231.58 GB/s "
+                 "at 2G, 4G, 8G)"),
     BusBandwidth("ndr400-ring", "allreduce", "ib-ndr400", 16, "ring", 46 * GB, 48 * GB,
                  "two nodes over InfiniBand NDR, NCCL_ALGO=RING, per 400 Gb/s NIC",
                  _NCCL_TESTS_290),
 )}
 
 
+@dataclass(frozen=True)
+class BusBandwidthCurve:
+    """A published nccl-tests bus bandwidth by message size (chapter 27): ``sizes`` in bytes,
+    ``busbw`` in bytes/s, for ``collective`` on ``ranks`` GPUs over the catalog link ``link``
+    with NCCL's ``algorithm``; ``setting`` and ``source`` say where it was measured."""
+
+    name: str
+    collective: str
+    link: str
+    ranks: int
+    algorithm: str
+    sizes: tuple
+    busbw: tuple
+    setting: str
+    source: str
+
+    def at(self, n):
+        """Bus bandwidth (bytes/s) at message size ``n`` bytes: the table read linearly in
+        log size, held at its end points outside it. Arrays broadcast."""
+        return np.interp(np.log(np.maximum(np.asarray(n, dtype=float), 1.0)),
+                         np.log(self.sizes), self.busbw)
+
+
+# nccl-tests prints sizes in its own shorthand (1K = 1024 B, 1M = 2^20 B, "33M" = 2^25 B)
+_A100_AR_SIZES = tuple(2.0 ** k for k in range(10, 34))          # 1K .. 8G
+_A100_AR_BUSBW = tuple(x * GB for x in (
+    0.04, 0.08, 0.17, 0.33, 0.67, 1.37, 2.70, 5.15, 10.11, 19.24, 36.22, 53.54, 71.43, 89.99,
+    109.22, 132.77, 166.63, 174.18, 213.87, 221.58, 228.10, 230.22, 230.48, 231.58))
+_CURVES = {c.link: c for c in (
+    BusBandwidthCurve("a100-nvswitch-allreduce", "allreduce", "nvlink3", 8, "ring",
+                      _A100_AR_SIZES, _A100_AR_BUSBW,
+                      "8 A100 SXM4 80GB in one Azure ND A100 v4 node, nccl-tests all_reduce_perf "
+                      "in place, NCCL 2.18.5 (ring: the A100's NVSwitch has no NVLS)",
+                      _AZURE + "ND_A100_v4_results.md, 'NCCL Bandwidth' table, 1K to 8G"),
+)}
+
+
+def busbw_curve(link: str):
+    """The published bus bandwidth by message size of ``link``'s in-node ring all-reduce,
+    or ``None`` where none is catalogued (chapter 27). Only the A100's NVSwitch has one:
+    the published H100 curves are NVLink SHARP's (NVLS), not the ring's."""
+    key = link.name if hasattr(link, "name") else str(link).strip().lower()
+    return _CURVES.get(key)
+
+
 def published_busbw() -> list[BusBandwidth]:
-    """Published nccl-tests bus bandwidths for H100 NVSwitch and InfiniBand NDR, each with
-    its source (chapter 13)."""
+    """Published nccl-tests bus bandwidths for H100 and A100 NVSwitch and InfiniBand NDR,
+    each with its source (chapters 13, 27)."""
     return list(_PUBLISHED.values())
 
 
@@ -550,6 +610,47 @@ _CEILINGS_FP8 = {c.accelerator: c for c in (
 )}
 
 
+@dataclass(frozen=True)
+class MeasuredGemm:
+    """One published cuBLASLt matmul measurement (chapter 27): C[m, n] = A[m, k] B[k, n] in
+    ``dtype`` on ``accelerator`` at ``flops`` FLOP/s, with the ``source``."""
+
+    accelerator: str
+    m: int
+    n: int
+    k: int
+    dtype: str
+    flops: float
+    source: str
+
+
+def _azure_gemms(accelerator, page, dtype, rows):
+    src = (_AZURE + page + ", 'GEMM CuBLASLt' (random initialisation, 10,000 warm-up "
+           "iterations, " + dtype.upper() + ")")
+    return tuple(MeasuredGemm(accelerator, m, n, k, dtype, tf * TFLOP, src) for m, n, k, tf in rows)
+
+
+_SQUARE = (1024, 2048, 4096, 8192, 16384, 32768)
+_GEMMS = (
+    *_azure_gemms("a100-80gb", "ND_A100_v4_results.md", "fp16", (
+        *((d, d, d, tf) for d, tf in zip(_SQUARE, (119.4, 221.8, 228.0, 253.7, 256.5))),
+        (1024, 2145, 1024, 132.8), (6144, 12288, 12288, 250.8), (802816, 192, 768, 157.8))),
+    *_azure_gemms("h100-sxm", "ND_H100_v5_results.md", "fp8", (
+        *((d, d, d, tf) for d, tf in zip(_SQUARE, (274.1, 1011.3, 1216.9, 1290.1, 1377.3, 1382.2))),
+        (1024, 2145, 1024, 410.7), (6144, 12288, 12288, 1351.4), (802816, 192, 768, 663.8))),
+)
+
+
+def published_gemms(accelerator: str | None = None) -> list[MeasuredGemm]:
+    """Published per-shape matmul measurements (chapter 27), all or those of
+    ``accelerator``: Azure's cuBLASLt tables, FP16 on the A100 (BF16's rate) and FP8 on the
+    H100. The planner's GEMM model (:func:`dtbook.plan.gemm.matmul_time`) is checked against
+    them; it does not read them."""
+    if accelerator is None:
+        return list(_GEMMS)
+    return [g for g in _GEMMS if g.accelerator == accelerator]
+
+
 def matmul_ceiling(accelerator: str, dtype: str = "bf16") -> MatmulCeiling:
     """The measured matmul ceiling of ``accelerator`` (chapter 27): BF16 (also used for FP16,
     which runs at the same tensor-core rate, and for any other dtype without a measurement),
@@ -561,6 +662,49 @@ def matmul_ceiling(accelerator: str, dtype: str = "bf16") -> MatmulCeiling:
         raise ValueError(f"no measured {'FP8 ' if dtype == 'fp8' else ''}matmul ceiling for gpu "
                          f"{accelerator!r}; available: {', '.join(table)}")
     return table[key]
+
+
+# ---------------------------------------------------------------------- memory ceilings
+# Chapter 27: what a streaming kernel reaches in HBM, measured, as the matmul ceiling above is
+# for the tensor cores. The datasheet figure is the interface's rate; kernels that read and
+# write every byte once (norms, activations, residual adds, the optimizer) see this one.
+
+@dataclass(frozen=True)
+class MemoryCeiling:
+    """Measured HBM bandwidth of ``accelerator`` (chapter 27): ``triad`` (bytes/s, BabelStream's
+    Triad, a[i] = b[i] + s c[i]: two reads and a write, the rate the planner uses for memory-
+    bound kernels) and ``copy`` (one read, one write), with the ``source``."""
+
+    accelerator: str
+    triad: float
+    copy: float
+    source: str
+
+
+_MEMORY = {c.accelerator: c for c in (
+    MemoryCeiling("a100-80gb", 1.70 * TB, 1.61 * TB,
+                  _AZURE + "ND_A100_v4_results.md, 'HBM Bandwidth' (BabelStream on an A100-"
+                  "SXM4-80GB, CUDA 12.5): Copy 1.61, Mul 1.61, Add 1.70, Triad 1.70, Dot 1.75 "
+                  "TB/s, against the datasheet's 2.039"),
+    MemoryCeiling("h100-sxm", 2.97 * TB, 2.90 * TB,
+                  _AZURE + "ND_H100_v5_results.md, 'HBM Bandwidth' (BabelStream on an H100 80GB "
+                  "HBM3, CUDA 12.6): Copy 2.90, Mul 2.90, Add 2.97, Triad 2.97, Dot 3.18 TB/s, "
+                  "against the datasheet's 3.35"),
+    MemoryCeiling("h200", 4.15 * TB, 4.01 * TB,
+                  _AZURE + "ND_H200_v5_results.md, 'HBM Bandwidth' (BabelStream on an H200 141GB, "
+                  "CUDA 12.6): Copy 4.01, Mul 4.00, Add 4.15, Triad 4.15, Dot 4.48 TB/s, against "
+                  "the datasheet's 4.8"),
+)}
+
+
+def memory_ceiling(accelerator: str) -> MemoryCeiling:
+    """The measured HBM bandwidth of ``accelerator`` (chapter 27). ``ValueError`` naming the
+    accelerators that have one, for one that has none."""
+    key = accelerator.strip().lower().replace("_", "-") if isinstance(accelerator, str) else accelerator
+    if key not in _MEMORY:
+        raise ValueError(f"no measured memory bandwidth for gpu {accelerator!r}; available: "
+                         f"{', '.join(_MEMORY)}")
+    return _MEMORY[key]
 
 
 # ---------------------------------------------------------------------- attention kernels

@@ -32,7 +32,12 @@ fixed by the software it names: Megatron-LM in 2021 had neither ZeRO nor sequenc
 parallelism). The other layout fields (often micro-batch, interleaving, ZeRO stage) hold a
 placeholder, named in ``note``; :func:`dtbook.plan.validate` does not use those placeholders
 but lets the planner choose them (its own best choice, never fitted to the reported figure).
-``printed=None`` means every layout field was printed. (Chapters 24 and 27.)
+``printed=None`` means every layout field was printed.
+
+A step time mixes everything; :class:`LayerTiming` rows hold what a source measured for one
+transformer layer alone (forward and backward of one micro-batch on one GPU, its tensor-
+parallel communication included), which :func:`dtbook.plan.validate.validate_layers` sets
+beside the planner's layer. (Chapters 24 and 27.)
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ from . import hardware, models
 from .units import TFLOP
 
 __all__ = ["PublishedRun", "get", "names", "runs", "tokens_per_second", "source_flops_per_step",
-           "LAYOUT_FIELDS", "printed_fields", "SOFTWARE"]
+           "LAYOUT_FIELDS", "printed_fields", "SOFTWARE", "LayerTiming", "layer_timings"]
 
 # The layout fields a source may or may not print (global batch, sequence, GPUs and the GPU
 # type are always printed: a row without them is not admitted).
@@ -71,7 +76,9 @@ class PublishedRun:
     names (one of ``SOFTWARE``; ``""`` if unknown), from which :func:`dtbook.plan.validate`
     takes what the stack did (module notes of :mod:`dtbook.plan.validate`); ``cluster`` the
     :mod:`dtbook.hardware` node the run trained on where it is not the GPU's default node
-    (``""``: the first node holding ``gpu``, DGX A100 or DGX H100).
+    (``""``: the first node holding ``gpu``, DGX A100 or DGX H100);
+    ``overlap_grad_reduce`` and ``gradient_accumulation_fusion`` what the source says its stack
+    did, where it says it (``None``: :mod:`dtbook.plan.validate` dates the software instead).
     """
 
     name: str
@@ -103,6 +110,8 @@ class PublishedRun:
     printed: frozenset | None = None
     software: str = ""
     cluster: str = ""
+    overlap_grad_reduce: bool | None = None
+    gradient_accumulation_fusion: bool | None = None
 
     def __post_init__(self) -> None:
         if self.printed is not None:
@@ -281,26 +290,38 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
     _n21_weak("megatron-310b", 1920, 8, 16, 2160, 155),
     _n21_weak("mt-nlg-530b", 2520, 8, 35, 2520, 163),
     _n21_weak("megatron-1t", 3072, 8, 64, 3072, 163),
-    # Selective recompute + sequence parallelism, data-parallel size 1, Korthikanti et al.
+    # Korthikanti et al., data-parallel size 1: Table 3 prints the layouts and micro-batches,
+    # Sec. 6 the interleaving (three model chunks per stage for 175B and 530B), Table 5 the
+    # iteration times of both columns: full recompute without sequence parallelism, and
+    # sequence parallelism + selective recompute ("present work", with its MFU).
     *(PublishedRun(
-        name=f"korthikanti-{tag}", model=model, gpu="a100-80gb", gpus=tp * pp, tp=tp, pp=pp,
-        dp=1, micro_batch=mb, global_batch=batch, seq=2048, recompute="selective",
-        sequence_parallel=True, dtype="bf16", attention="unfused", mfu=mfu, step_time=step,
+        name=f"korthikanti-{tag}" + ("" if present else "-full"), model=model,
+        gpu="a100-80gb", gpus=tp * pp, tp=tp, pp=pp, dp=1, vpp=vpp, micro_batch=mb,
+        global_batch=batch, seq=2048, recompute="selective" if present else "full",
+        sequence_parallel=present, dtype="bf16", attention="unfused",
+        mfu=mfu if present else None, step_time=step if present else step_full,
         convention="megatron-mfu", peak=_A100,
-        source=_K22 + ", Tables 3 and 5 (sequence parallelism + selective recompute); the MFU "
-               "column (41.5, 51.4, 56.0, 56.3 %) checked against the Megatron-LM README's table "
-               "(github.com/NVIDIA/Megatron-LM README.md at commit 2e90a34, May 2022: 'measured "
-               "using a data parallel size of one'); layouts, micro-batches and step times not "
-               "re-checked (the paper's tables were not reached by the search tools)",
-        note=("Data-parallel size 1 (benchmark runs). Not printed in the tables used here: "
-              "micro-batch, interleaving and ZeRO stage; plan.validate lets the planner choose."),
-        printed=frozenset({"tp", "pp", "dp", "cp", "ep", "recompute", "sequence_parallel"}),
-        software="megatron-lm")
-      for tag, model, tp, pp, mb, batch, mfu, step in (
-          ("22b", "megatron-22b", 8, 1, 4, 4, 0.415, 1.10),
-          ("175b", "gpt3-175b", 8, 8, 1, 64, 0.514, 13.75),
-          ("530b", "mt-nlg-530b", 8, 35, 1, 280, 0.560, 37.83),
-          ("1t", "megatron-1t", 8, 64, 1, 512, 0.563, 71.49))),
+        source=_K22 + (", Table 3 (layout, global and micro-batch), Sec. 6 ('three "
+                       "interleaving stages (m = 3) for the 175B and 530B models'), Table 5 ("
+                       + ("'Present Work' iteration time and MFU; the MFU column (41.5, 51.4, "
+                          "56.0, 56.3 %) also in the Megatron-LM README's table, "
+                          "github.com/NVIDIA/Megatron-LM README.md at commit 2e90a34, May 2022)"
+                          if present else "'Full Recompute' iteration time)")),
+        note=("Data-parallel size 1 (benchmark runs on Selene, DGX A100 80GB). The ZeRO stage "
+              "is not printed (no data parallelism, so it moves nothing); "
+              + ("" if vpp > 1 or pp == 1 else "nor the interleaving of the 1T model; ")
+              + "plan.validate lets the planner choose. Sec. 6.3: no overlap of the gradient "
+              "all-reduce with back-propagation. The code is the paper's 2022 Megatron-LM "
+              "branch, which accumulates gradients in the wgrad GEMMs."),
+        printed=frozenset({"tp", "pp", "dp", "cp", "ep", "micro_batch", "recompute",
+                           "sequence_parallel"} | ({"vpp"} if vpp > 1 or pp == 1 else set())),
+        software="megatron-lm", overlap_grad_reduce=False, gradient_accumulation_fusion=True)
+      for present in (True, False)
+      for tag, model, tp, pp, vpp, mb, batch, mfu, step, step_full in (
+          ("22b", "megatron-22b", 8, 1, 1, 4, 4, 0.415, 1.10, 1.42),
+          ("175b", "gpt3-175b", 8, 8, 3, 1, 64, 0.514, 13.75, 18.13),
+          ("530b", "mt-nlg-530b", 8, 35, 3, 1, 280, 0.560, 37.83, 49.05),
+          ("1t", "megatron-1t", 8, 64, 1, 1, 512, 0.563, 71.49, 94.42))),
     # Llama 3 405B, Table 4: TFLOP/s per GPU and BF16 MFU on H100, 16M tokens per batch.
     *(PublishedRun(
         name=f"llama3-405b-{tag}", model="llama3-405b", gpu="h100-sxm", gpus=gpus, tp=8, cp=cp,
@@ -428,3 +449,52 @@ def tokens_per_second(run: PublishedRun) -> float:
         return tokens / run.step_time
     rate = run.tflops_per_gpu * TFLOP if run.tflops_per_gpu is not None else run.mfu * run.peak
     return rate * run.gpus / source_flops_per_step(run) * tokens
+
+
+@dataclass(frozen=True, kw_only=True)
+class LayerTiming:
+    """The measured forward and backward time (s) of one transformer layer for one
+    micro-batch on one GPU, tensor-parallel communication included, as a source printed it
+    (chapter 27)."""
+
+    name: str
+    model: str
+    gpu: str
+    tp: int
+    micro_batch: int
+    seq: int
+    sequence_parallel: bool
+    recompute: str
+    attention: str
+    forward: float
+    backward: float
+    source: str
+
+    def __post_init__(self) -> None:
+        models.get(self.model)
+        hardware.get(self.gpu)
+        if self.recompute not in ("none", "selective", "full"):
+            raise ValueError(f"{self.name}: recompute must be none/selective/full")
+        if not (self.forward > 0 and self.backward > 0):
+            raise ValueError(f"{self.name}: forward and backward must be > 0 seconds")
+
+
+# Korthikanti et al. Table 4: one layer of the 22B model (Table 3: h 6144, 64 heads, TP 8,
+# micro-batch 4, s 2048) on Selene's DGX A100 80GB, Megatron-LM of 2022 (unfused attention).
+_LAYERS = tuple(
+    LayerTiming(name=f"korthikanti-22b-layer-{tag}", model="megatron-22b", gpu="a100-80gb",
+                tp=8, micro_batch=4, seq=2048, sequence_parallel=sp, recompute=rc,
+                attention="unfused", forward=fwd * 1e-3, backward=bwd * 1e-3,
+                source=_K22 + ", Table 4 ('" + row + "'; forward and backward in ms) with "
+                       "Table 3's 22B configuration")
+    for tag, row, sp, rc, fwd, bwd in (
+        ("baseline", "Baseline no recompute", False, "none", 7.7, 11.9),
+        ("sp", "Sequence Parallelism", True, "none", 7.2, 11.8),
+        ("full", "Baseline with recompute", False, "full", 7.7, 19.5),
+        ("selective", "Selective Recompute", False, "selective", 7.7, 13.2),
+        ("selective-sp", "Selective + Sequence", True, "selective", 7.2, 13.1)))
+
+
+def layer_timings() -> list[LayerTiming]:
+    """The published per-layer measurements, in catalog order (chapter 27)."""
+    return list(_LAYERS)

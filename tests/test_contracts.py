@@ -128,6 +128,7 @@ def _baselines():
         "schedules.table2_bubble": dict(schedule="1f1b", stages=4, t_forward=1.0, t_backward=2.0),
         "plan.estimate.estimate": dict(model="llama3-8b", gpus=64, tp=8, pp=2, dp=4, seq=4096,
                                        global_batch=256),
+        "plan.estimate.layer_time": dict(model="llama3-8b", tp=8, micro_batch=2, seq=4096),
         "scaling.isoflop_minimum": dict(params=np.array([1e8, 3e8, 1e9, 3e9, 1e10]),
                                         losses=np.array([3.1, 2.9, 2.85, 2.9, 3.05])),
     }

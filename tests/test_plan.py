@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dtbook import comm, hardware, memory, models, pipeline_parallel, plan, runs, schedules
-from dtbook.plan.estimate import elementwise_values, in_flight, protocol_efficiency
+from dtbook.plan.estimate import RECOMPUTE, elementwise_values, in_flight, protocol_efficiency
 from dtbook.plan.gemm import matmul_time
 from dtbook.plan.estimate import links_for
 from dtbook.plan.validate import (fuses_grad_accumulation, overlaps_grad_reduce,
@@ -46,7 +46,7 @@ def test_matmul_time_roofline_and_waves():
     tiles = (big // 128) ** 2  # 4096 tiles on 132 SMs: 32 waves where 31.03 would do
     assert matmul_time(big, big, big) == pytest.approx(2 * big**3 / c.flops * np.ceil(tiles / 132) / (tiles / 132))
     # a GEMV is memory-bound: bytes over HBM bandwidth
-    assert matmul_time(1, big, big) == pytest.approx(2 * (big + big * big + big) / 3.35e12)
+    assert matmul_time(1, big, big) == pytest.approx(2 * (big + big * big + big) / 2.97e12)
     # 12 x 12 = 144 tiles need two waves on 132 SMs: 2 / (144 / 132) times the ideal time
     k = 8192
     ideal = 2 * 1536 * 1536 * k / c.flops
@@ -124,19 +124,18 @@ def test_bad_input_names_the_argument(kwargs, word):
 def test_validation_band():
     # Reported and predicted tokens/s of every published run, each predicted as the planner's
     # best configuration over the fields its source did not print. No constant is fitted to
-    # them. Last run (27 rows): mean |error| 0.200, worst +0.45 (MT-NLG's 420-node row). Each
-    # row's software is recorded (runs.SOFTWARE) and what the stack did is read from it:
-    # DeepSpeed's pipeline engine blocks on four transfers per micro-batch (MT-NLG -1.3
-    # points), BLOOM runs on Jean Zay's network, four Omni-Path ports per eight GPUs (+35% to
-    # +28%). The H100 rows (Llama 3 Table 4, NeMo / Megatron-Bridge FP8 tables) lie within
-    # -11% and +14%; every 2021-22 A100 row is still over-predicted, by +15% to +45%: what those
-    # stacks lost (kernel launches at micro-batch 1, 2021 cuBLAS against the 2024 matmul
-    # ceiling) has no sourced mechanism in the planner yet.
+    # them. Last run (31 rows): mean |error| 0.139, worst +0.38 (MT-NLG's 420-node row). The
+    # A100 rows moved from +15%..+45% to +5%..+38% when the planner's kernels ran at the
+    # hardware's published microbenchmarks (Azure's BabelStream HBM bandwidth, the A100's
+    # nccl-tests all-reduce curve by message size) instead of datasheet and large-message
+    # figures; the H100 rows (Llama 3 Table 4, NeMo / Megatron-Bridge FP8 tables) lie within
+    # -11% and +14%. Every A100 row is still over-predicted: MT-NLG and BLOOM (Megatron-
+    # DeepSpeed) most, by +25% to +38%.
     rows = plan.validate()
     errors = np.array([r["error"] for r in rows])
     assert len(rows) == len(runs.names())
-    assert np.all(np.abs(errors) < 0.47)
-    assert np.mean(np.abs(errors)) < 0.21
+    assert np.all(np.abs(errors) < 0.40)
+    assert np.mean(np.abs(errors)) < 0.15
     h100 = np.array([r["error"] for r in rows if r["gpu"] == "h100-sxm"])
     assert len(h100) and np.all(np.abs(h100) < 0.15)
     assert all(r["fits"] for r in rows)  # a published layout ran, so it must fit
@@ -161,8 +160,12 @@ def test_protocol_efficiency_is_the_published_ring_busbw_over_line_rate():
     nv = busbw["nvlink4"]
     nv_eff = 0.5 * (nv.busbw_low + nv.busbw_high) / hardware.get("nvlink4").beta
     assert protocol_efficiency(hardware.get("nvlink4")) == pytest.approx(nv_eff)
-    # a link without a measurement takes its kind's figure; the TP term uses it
-    assert protocol_efficiency(hardware.get("nvlink3")) == pytest.approx(nv_eff)
+    # the A100's NVSwitch has its own measurement (Azure ND A100 v4, about 0.77 of 300 GB/s)
+    a100 = busbw["nvlink3"]
+    assert protocol_efficiency(hardware.get("nvlink3")) == pytest.approx(
+        0.5 * (a100.busbw_low + a100.busbw_high) / 300e9)
+    # a link without a measurement takes its kind's figure
+    assert protocol_efficiency(hardware.get("nvlink5")) == pytest.approx(nv_eff)
     ib = busbw["ib-ndr400"]
     assert protocol_efficiency(hardware.get("ib-hdr200")) == pytest.approx(
         (ib.busbw_low + ib.busbw_high) / 2 / 50e9)
@@ -258,7 +261,7 @@ def test_gradients_reduce_in_fp32_unless_fp16_and_the_optimizer_reads_its_bytes(
         comm.allreduce_time(4 * psi, 4, ib.alpha, beta) - comm.allreduce_time(2 * psi, 4, ib.alpha, beta))
     # Adam 30 B + norm 4 B per local parameter (ZeRO-1 shards over 4), zeroing 4 B per parameter
     z1 = plan.estimate(cfg, **{**kw, "zero": 1})
-    hbm = hardware.get("a100-80gb").hbm_bandwidth
+    hbm = hardware.memory_ceiling("a100-80gb").triad
     assert z1.breakdown["optimizer"] == pytest.approx((34 * psi / 4 + 4 * psi) / hbm)
 
 
@@ -303,7 +306,7 @@ def test_unfused_gradient_accumulation_adds_its_bytes_every_micro_batch():
     cfg = models.get("gpt3-175b")
     kw = dict(gpus=768, gpu="a100-80gb", tp=8, pp=12, dp=8, global_batch=512, seq=2048,
               recompute="full", attention="unfused", sequence_parallel=False)
-    hbm = hardware.get("a100-80gb").hbm_bandwidth
+    hbm = hardware.memory_ceiling("a100-80gb").triad
     psi = cfg.num_params() / (8 * 12)
     m, slots = 512 / 8, 512 / 8 + 11         # micro-batches; micro-batch times with the bubble
     for dtype, nbytes in (("bf16", 10), ("fp16", 6)):
@@ -368,3 +371,102 @@ def test_a_named_node_sets_the_scale_out_link_shared_by_its_gpus():
         plan.estimate("megatron-18b", **kw, node="dgx-h100")      # holds H100s, not A100s
     assert run_keywords(runs.get("bloom-176b"))["node"] == "jean-zay-a100"
     assert "node" not in run_keywords(runs.get("mtnlg-530b"))
+
+
+def test_layer_time_is_the_layer_inside_the_estimate():
+    # With one stage and one replica a step is the layers, the logits (forward and its two
+    # backward GEMMs) and the optimizer: what is left of the step once those are taken away
+    # must be layers x (forward + backward) of layer_time, for every recompute mode.
+    for cfg, kw in ((models.get("megatron-22b"),
+                     dict(gpu="a100-80gb", tp=8, micro_batch=4, seq=2048, attention="unfused")),
+                    (models.get("llama3-8b"), dict(gpu="h100-sxm", tp=4, micro_batch=2, seq=4096))):
+        for rc in RECOMPUTE:
+            for sp in (False, True):
+                layer = plan.layer_time(cfg, recompute=rc, sequence_parallel=sp, **kw)
+                est = plan.estimate(cfg, gpus=kw["tp"], pp=1, dp=1, global_batch=kw["micro_batch"],
+                                    zero=0, recompute=rc, sequence_parallel=sp, **kw)
+                tokens = kw["micro_batch"] * kw["seq"]
+                logits = 3 * matmul_time(tokens, cfg.vocab / kw["tp"], cfg.hidden,
+                                                       gpu=kw["gpu"])
+                rest = est.step_time - est.breakdown["optimizer"] - logits
+                assert rest == pytest.approx(cfg.layers * (layer["forward"] + layer["backward"]))
+                assert layer["forward"] > 0 and layer["backward"] > layer["forward"]
+
+
+def test_layer_against_korthikanti_table_4():
+    # Table 4 of Korthikanti et al. prints forward, backward, their sum and the overhead
+    # against the baseline: the stored forward and backward must give back the printed sums
+    # and overheads (a check of the transcription).
+    rows = {r.name.removeprefix("korthikanti-22b-layer-"): r for r in runs.layer_timings()}
+    combined = dict(baseline=19.6, sp=19.0, full=27.2, selective=20.9, **{"selective-sp": 20.3})
+    overhead = dict(sp=-3, full=39, selective=7, **{"selective-sp": 4})
+    for tag, total in combined.items():
+        assert 1e3 * (rows[tag].forward + rows[tag].backward) == pytest.approx(total, abs=0.01)
+    for tag, pct in overhead.items():
+        assert round(100 * (combined[tag] / combined["baseline"] - 1)) == pct
+    # Table 5's iteration of the same 22B configuration holds its 48 layers and more
+    for tag, run in (("selective-sp", "korthikanti-22b"), ("full", "korthikanti-22b-full")):
+        layer = rows[tag]
+        assert 48 * (layer.forward + layer.backward) < runs.get(run).step_time
+    # The planner's layer beside the measurement. Last run: every variant's layer is
+    # faster than measured by +4 % to +8 % (throughput terms); with the datasheet HBM rate
+    # and a flat all-reduce bandwidth it was +16 % to +20 % (chapter 27). The differences between
+    # variants are what the mechanisms decide: sequence parallelism shortens the forward,
+    # full recompute adds about one forward to the backward (measured 7.6 of 7.7 ms),
+    # selective recompute a small part of that.
+    got = {r["name"].removeprefix("korthikanti-22b-layer-"): r for r in plan.validate_layers()}
+    assert set(got) == set(rows)
+    assert all(abs(r["error"]) < 0.12 for r in got.values())
+    pf = {k: r["predicted"]["forward"] for k, r in got.items()}
+    pb = {k: r["predicted"]["backward"] for k, r in got.items()}
+    assert pf["sp"] < pf["baseline"] and rows["sp"].forward < rows["baseline"].forward
+    measured_ratio = (rows["full"].backward - rows["baseline"].backward) / rows["baseline"].forward
+    predicted_ratio = (pb["full"] - pb["baseline"]) / pf["baseline"]
+    assert predicted_ratio == pytest.approx(measured_ratio, rel=0.1)
+    for where in (pb, {k: r.backward for k, r in rows.items()}):
+        extra_sel, extra_full = where["selective"] - where["baseline"], where["full"] - where["baseline"]
+        assert 0 < extra_sel < 0.25 * extra_full
+
+
+def test_tp_all_reduce_in_an_a100_node_runs_at_the_published_busbw_for_its_size():
+    # Azure's nccl-tests table for 8 A100s: the TP term of a layer is 2(p - 1)/p n / busbw,
+    # busbw read at the per-step block n/p (the 8-GPU curve at n 8/p); on H100 (no published
+    # ring curve) the alpha-beta ring with NCCL's protocol efficiency
+    curve = hardware.busbw_curve("nvlink3")
+    assert hardware.busbw_curve("nvlink4") is None
+    for n, bw in zip(curve.sizes, curve.busbw):          # the table's own rows come back
+        assert curve.at(n) == pytest.approx(bw)
+    mid = curve.at(np.sqrt(curve.sizes[-3] * curve.sizes[-2]))
+    assert min(curve.busbw[-3:-1]) <= mid <= max(curve.busbw[-3:-1])
+    cfg = models.get("megatron-22b")
+    for tp, sp in ((8, False), (4, True), (2, False)):
+        layer = plan.layer_time(cfg, gpu="a100-80gb", tp=tp, micro_batch=4, seq=2048,
+                                attention="unfused", sequence_parallel=sp)
+        n = 4 * 2048 * cfg.hidden * 2
+        t_ar = 2 * (tp - 1) / tp * n / curve.at(n * 8 / tp)
+        no_tp = plan.layer_time(cfg, gpu="a100-80gb", tp=tp, micro_batch=4, seq=2048,
+                                attention="unfused", sequence_parallel=sp,
+                                gpus_per_node=1)          # TP off the node: not the curve
+        assert layer["forward"] - 2 * t_ar == pytest.approx(
+            no_tp["forward"] - 2 * comm.allreduce_time(n, tp, *_ib_effective()))
+    assert curve.busbw[-1] == pytest.approx(max(b.busbw_high for b in hardware.published_busbw()
+                                                if b.link == "nvlink3"))
+
+
+def _ib_effective():
+    ib = links_for("a100-80gb")[1]
+    return ib.alpha, ib.beta * protocol_efficiency(ib)
+
+
+def test_gemm_model_against_published_cublaslt_shapes():
+    # Azure's cuBLASLt tables (A100 FP16, H100 FP8), measured, not read by the model. Last
+    # run: the large shapes (4096^3 and up) come out 1-12 % faster than measured; the small
+    # and skinny ones (1024^3, 1024 x 2145 x 1024, 802816 x 192 x 768) 27-148 % faster, the
+    # model's wave quantization and roofline leaving out what a small GEMM loses besides;
+    # the A100's 2048^3 alone 5 % slower.
+    for g in hardware.published_gemms():
+        t = matmul_time(g.m, g.n, g.k, gpu=g.accelerator, dtype=g.dtype)
+        ratio = 2 * g.m * g.n * g.k / t / g.flops
+        assert ratio > 0.9, (g, ratio)                   # never much slower than measured
+        if min(g.m, g.n, g.k) >= 4096:
+            assert ratio < 1.15, (g, ratio)

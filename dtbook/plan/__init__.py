@@ -3,11 +3,13 @@
 ``estimate`` models one configuration (:mod:`dtbook.plan.estimate`), ``configurations`` and
 ``funnel`` enumerate the layouts that pass the constraints, ``search`` ranks them
 (:mod:`dtbook.plan.search`), ``validate`` sets the model beside the published runs of
-:mod:`dtbook.runs` (:mod:`dtbook.plan.validate`).
+:mod:`dtbook.runs` and ``validate_layers`` one layer (``layer_time``) beside published
+per-layer measurements (:mod:`dtbook.plan.validate`).
 """
 
-from .estimate import Estimate, estimate
+from .estimate import Estimate, estimate, layer_time
 from .search import configurations, funnel, search
-from .validate import validate
+from .validate import validate, validate_layers
 
-__all__ = ["Estimate", "estimate", "configurations", "funnel", "search", "validate"]
+__all__ = ["Estimate", "estimate", "layer_time", "configurations", "funnel", "search", "validate",
+           "validate_layers"]

@@ -20,14 +20,20 @@ micro-batches through a pipeline of ``pp`` stages. For one micro-batch, one pipe
 * **elementwise**: norms, activations, residual adds, RoPE (and, with unfused attention, the
   softmax and dropout of the ``s x s`` scores) are memory-bound. Each op reads its inputs and
   writes its output in forward; in backward it reads its saved input and the output gradient
-  and writes the input gradient (:func:`elementwise_values`). All of it at the HBM bandwidth;
+  and writes the input gradient (:func:`elementwise_values`). All of it at the *measured* HBM
+  bandwidth, BabelStream's Triad (:func:`dtbook.hardware.memory_ceiling`: A100 1.70 TB/s of
+  the datasheet's 2.039, H100 2.97 of 3.35), as the matmuls run at a measured ceiling;
 * **TP**: 4 ring all-reduces of the ``tokens x hidden`` activation per layer (2 forward, 2
   backward; with sequence parallelism an all-gather and a reduce-scatter each, the same time),
   2 more with full recompute, on NVLink while the TP group fits in a node. *Not overlapped*:
   Megatron-LM runs them on the compute stream by default;
 * **collective efficiency**: every collective runs at the link's rate times NCCL's protocol
-  efficiency, the published nccl-tests bus bandwidth of a ring over the line rate
-  (:func:`protocol_efficiency`: about 0.82 on NVLink, 0.94 on InfiniBand);
+  efficiency, the published nccl-tests bus bandwidth of a large ring over the line rate
+  (:func:`protocol_efficiency`: 0.82 on the H100's NVLink, 0.77 on the A100's, 0.94 on
+  InfiniBand). Where a link has a published bus bandwidth *by message size*
+  (:func:`dtbook.hardware.busbw_curve`: the A100's NVSwitch), the TP all-reduce runs at the
+  rate measured for its size instead (:func:`_in_node_allreduce`): a 100 MB all-reduce
+  reaches about three quarters of what gigabyte buffers do;
 * **CP**: a ring pass of K and V (``cp - 1`` steps forward, twice that backward), overlapped
   with the attention core it feeds; only the excess is exposed;
 * **EP**: 4 all-to-alls of the routed tokens per MoE layer (dispatch and combine, forward and
@@ -65,7 +71,7 @@ After it:
   (Megatron-LM's ``DistributedDataParallel._make_param_hook`` since "Bfloat with fp32 grad
   acc", commit b4bc51b, March 2021; BigScience's Megatron-DeepSpeed keeps it): read 2 bytes,
   read and write the accumulator (4 + 4, or 2 + 2 in FP16), for the stage's parameters on the
-  GPU, at the HBM bandwidth. With ``gradient_accumulation_fusion=True`` (the default) the
+  GPU, at the measured HBM bandwidth. With ``gradient_accumulation_fusion=True`` (the default) the
   wgrad GEMM accumulates into the FP32 buffer itself (beta = 1): Megatron-LM's
   ``--gradient-accumulation-fusion``, merged on 2022-02-22 (commit 9c5a830, "gradient
   accumulation fusion", on unless ``--no-gradient-accumulation-fusion``; APEX's
@@ -74,7 +80,7 @@ After it:
   wgrad GEMM hides: nothing is added;
 * **ZeRO-3**: the parameters are all-gathered before each micro-batch's forward and
   backward, prefetched under compute: only the excess over a micro-batch's compute is exposed;
-* **optimizer**: memory-bound, at the HBM bandwidth: Adam reads and writes its FP32 state
+* **optimizer**: memory-bound, at the measured HBM bandwidth: Adam reads and writes its FP32 state
   (30 bytes per local parameter), the gradient norm for clipping reads the FP32 gradients
   (4 more), and the FP32 gradient buffer of every parameter on the GPU is zeroed for the next
   step (4 per parameter). Scaling the gradients when the norm exceeds the threshold is left out
@@ -108,7 +114,7 @@ from .. import activations as act
 from .. import comm, flops, hardware, memory, models
 from .gemm import _matmul_time, matmul_time  # noqa: F401 (matmul_time: the public name)
 
-__all__ = ["Estimate", "estimate", "evaluate", "in_flight", "RECOMPUTE", "ATTENTION",
+__all__ = ["Estimate", "estimate", "layer_time", "evaluate", "in_flight", "RECOMPUTE", "ATTENTION",
            "PIPELINE_ENGINES", "resolve_model",
            "links_for", "protocol_efficiency", "elementwise_values"]
 
@@ -185,6 +191,19 @@ def protocol_efficiency(link) -> float:
 def _effective(link):
     """(alpha, beta) of ``link`` with NCCL's protocol efficiency applied to beta."""
     return link.alpha, link.beta * protocol_efficiency(link)
+
+
+def _in_node_allreduce(n, p, link, alpha, beta):
+    """Ring all-reduce of ``n`` bytes over ``p`` GPUs of one node. Where the link has a
+    published bus bandwidth curve (:func:`dtbook.hardware.busbw_curve`), at the bus bandwidth
+    measured for that message size: ``2 (p - 1)/p n / busbw``, the curve (measured on its own
+    ``ranks`` GPUs) read at the same per-step block, ``n/p`` bytes. Elsewhere the alpha-beta
+    ring with NCCL's protocol efficiency (``alpha``, ``beta``)."""
+    curve = hardware.busbw_curve(link)
+    if curve is None:
+        return comm.allreduce_time(n, p, alpha, beta)
+    p = np.asarray(p, dtype=float)
+    return 2 * (p - 1) / p * n / curve.at(n * curve.ranks / p)
 
 
 def elementwise_values(cfg, tokens, seq, tp, sp, attention="flash", heads_local=None):
@@ -268,6 +287,7 @@ def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols, a
     and :func:`estimate`). (Chapter 27.)"""
     tp, pp, dp, cp, ep, vpp, mb, zero, rc, sp = (np.asarray(cols[c], dtype=float) for c in COLUMNS)
     acc = hardware.get(gpu)
+    hbm = hardware.memory_ceiling(gpu).triad     # what streaming kernels reach (module notes)
     up, out = links_for(gpu, node)
     up_a, up_b = _effective(up)
     out_a, out_b = _effective(out)
@@ -344,12 +364,12 @@ def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols, a
     ew_fwd_unfused = elementwise_values(cfg, T, seq / cp, tp, sp, attention)[0] - elementwise_values(
         cfg, T, seq / cp, tp, sp, "flash")[0]
     ew_re = np.where(rc == 2, ew_fwd, np.where(rc == 1, ew_fwd_unfused, 0.0))
-    elementwise = stage_layers * _VALUE * (ew_fwd + ew_bwd + ew_re) / acc.hbm_bandwidth
+    elementwise = stage_layers * _VALUE * (ew_fwd + ew_bwd + ew_re) / hbm
 
     # ---- tensor parallel: 4 (6 with full recompute) ring all-reduces of T x h per layer
     tp_link_in = tp <= gpus_per_node
     n_tp = T * h * _VALUE
-    t_ar = np.where(tp_link_in, comm.allreduce_time(n_tp, tp, up_a, up_b),
+    t_ar = np.where(tp_link_in, _in_node_allreduce(n_tp, tp, up, up_a, up_b),
                     comm.allreduce_time(n_tp, tp, out_a, out_b))
     tp_comm = np.where(tp > 1, stage_layers * np.where(rc == 2, 6, 4) * t_ar, 0.0)
 
@@ -397,7 +417,7 @@ def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols, a
     # ---- gradient accumulation, per micro-batch: unfused, main_grad.add_(grad) reads the
     # 16-bit gradient and reads and writes the accumulator; fused, the wgrad GEMM does it
     accum_bytes = 0 if gradient_accumulation_fusion else _VALUE + 2 * _grad_bytes(dtype)
-    grad_accum = psi_gpu * accum_bytes / acc.hbm_bandwidth
+    grad_accum = psi_gpu * accum_bytes / hbm
 
     per_mb = (compute + recompute + elementwise + grad_accum + tp_comm + cp_comm + ep_comm
               + pp_comm)
@@ -424,7 +444,7 @@ def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols, a
     zero3 = np.where(zero == 3, m * np.maximum(0.0, 2 * t_ag - (compute + recompute)), 0.0)
 
     local = psi_gpu / np.where(zero >= 1, replicas, 1)
-    optimizer = ((_ADAM_BYTES + _NORM_BYTES) * local + _ZERO_GRAD_BYTES * psi_gpu) / acc.hbm_bandwidth
+    optimizer = ((_ADAM_BYTES + _NORM_BYTES) * local + _ZERO_GRAD_BYTES * psi_gpu) / hbm
     step_time = pipeline + dp_exposed + zero3 + optimizer
 
     # ---- memory per GPU: the first stage (most in flight) and the last (logits)
@@ -451,13 +471,26 @@ def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols, a
     f = flops.transformer_matmul_flops(cfg, global_batch, seq)
     model_flops = 3 * (f["linear_forward"] + f["attention_forward"] / 2)
 
+    # ---- one layer, one micro-batch, as a source measures it (layer_time): forward, and
+    # backward with the recomputation it triggers; TP, CP and EP communication included
+    hbm_layer = _VALUE / hbm
+    re_layer = np.where(rc == 2, t_layer_fwd, np.where(rc == 1, t_core, 0.0))
+    n_ar_bwd = np.where(rc == 2, 4, 2)
+    cp_layer = np.maximum(0.0, t_cp_layer - (t_core + t_core_bwd))
+    ep_layer = ep_comm / np.maximum(stage_layers, 1)
+    layer_forward = (t_layer_fwd + hbm_layer * ew_fwd + np.where(tp > 1, 2 * t_ar, 0.0)
+                     + cp_layer / 3 + ep_layer / 2)
+    layer_backward = (t_layer_bwd + re_layer + hbm_layer * (ew_bwd + ew_re)
+                      + np.where(tp > 1, n_ar_bwd * t_ar, 0.0) + 2 * cp_layer / 3 + ep_layer / 2)
+
     return dict(compute=m * compute, recompute=m * recompute, elementwise=m * elementwise,
                 grad_accum=m * grad_accum,
                 tp_comm=m * tp_comm, cp_comm=m * cp_comm, ep_comm=m * ep_comm,
                 pp_comm=m * pp_comm, bubble=bubble, dp_comm=dp_exposed, zero3_comm=zero3,
                 optimizer=optimizer, step_time=step_time, memory_per_gpu=mem,
                 memory_state=state, memory_activations=mem - state,
-                model_flops=np.broadcast_to(model_flops, np.shape(step_time)))
+                model_flops=np.broadcast_to(model_flops, np.shape(step_time)),
+                layer_forward=layer_forward, layer_backward=layer_backward)
 
 
 @dataclass(frozen=True)
@@ -480,14 +513,17 @@ class Estimate:
     config: dict
 
 
-def _check(cfg, gpus, gpu, tp, pp, dp, cp, ep, vpp, micro_batch, global_batch, seq, zero,
-           recompute, dtype, gpus_per_node):
-    for name, value in (("gpus", gpus), ("tp", tp), ("pp", pp), ("dp", dp), ("cp", cp),
-                        ("ep", ep), ("vpp", vpp), ("micro_batch", micro_batch),
-                        ("global_batch", global_batch), ("seq", seq),
-                        ("gpus_per_node", gpus_per_node)):
+def _whole(**values):
+    """``ValueError`` naming the first of ``values`` that is not a whole number >= 1."""
+    for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+
+
+def _check(cfg, gpus, gpu, tp, pp, dp, cp, ep, vpp, micro_batch, global_batch, seq, zero,
+           recompute, dtype, gpus_per_node):
+    _whole(gpus=gpus, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=micro_batch,
+           global_batch=global_batch, seq=seq, gpus_per_node=gpus_per_node)
     if tp * pp * dp * cp != gpus:
         raise ValueError(f"gpus: tp*pp*dp*cp = {tp * pp * dp * cp} must equal gpus = {gpus}")
     if (dp * cp) % ep:
@@ -592,6 +628,33 @@ def estimate(model, *, gpus, gpu="h100-sxm", tp, pp, dp, cp=1, ep=1, vpp=1, micr
                     memory_per_gpu=val["memory_per_gpu"],
                     fits=bool(val["memory_per_gpu"] <= acc.hbm_bytes),
                     breakdown=breakdown, config=config)
+
+
+def layer_time(model, *, gpu="h100-sxm", tp=1, cp=1, ep=1, micro_batch=1, seq,
+               recompute="none", sequence_parallel=True, dtype="bf16", gpus_per_node=8,
+               attention="flash") -> dict:
+    """Seconds of one transformer layer for one micro-batch on one GPU, as the planner models
+    it (chapter 27): ``{"forward": ..., "backward": ...}``, the backward including what
+    ``recompute`` re-runs, each with the layer's tensor-parallel (and CP, EP) communication.
+    This is what a source's per-layer measurement holds, with no pipeline, data parallelism,
+    logits or optimizer around it: :func:`dtbook.plan.validate.validate_layers` sets it
+    beside Korthikanti et al.'s Table 4. The terms are :func:`evaluate`'s own (module notes).
+    Bad arguments raise ``ValueError`` naming the argument."""
+    cfg = resolve_model(model)
+    if attention not in ATTENTION:
+        raise ValueError(f"attention must be one of {ATTENTION}, got {attention!r}")
+    if isinstance(gpu, str):
+        gpu = gpu.strip().lower()
+    _whole(tp=tp, cp=cp, ep=ep, micro_batch=micro_batch, seq=seq)   # before gpus = their product
+    dp = ep                       # experts spread over the replicas: the smallest layout that has them
+    _check(cfg, tp * cp * dp, gpu, tp, 1, dp, cp, ep, 1, micro_batch, micro_batch * dp, seq, 0,
+           recompute, dtype, gpus_per_node)
+    cols = dict(tp=tp, pp=1, dp=dp, cp=cp, ep=ep, vpp=1, micro_batch=micro_batch, zero=0,
+                recompute=RECOMPUTE.index(recompute), sequence_parallel=int(bool(sequence_parallel)))
+    out = evaluate(cfg, gpus=tp * cp * dp, gpu=gpu, seq=seq, global_batch=micro_batch * dp,
+                   dtype=dtype, gpus_per_node=gpus_per_node,
+                   cols={k: np.array([v]) for k, v in cols.items()}, attention=attention)
+    return {k: float(np.asarray(out[f"layer_{k}"]).reshape(-1)[0]) for k in ("forward", "backward")}
 
 
 # every public formula checks its arguments (DESIGN.md); the lookups and evaluate(), which

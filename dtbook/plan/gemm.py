@@ -7,11 +7,11 @@ One matmul C[M, N] = A[M, K] B[K, N] of ``M N K`` multiply-adds takes the longes
   peak),
   stretched by **wave quantization**: the output is cut into 128 x 128 tiles, one per SM at a
   time, and a last partial wave of tiles costs a whole wave;
-* its bytes (read A and B, write C once) at the HBM bandwidth: small or skinny matmuls are
-  memory-bound.
+* its bytes (read A and B, write C once) at the measured HBM bandwidth
+  (:func:`dtbook.hardware.memory_ceiling`): small or skinny matmuls are memory-bound.
 
-The data is the ceiling (one measurement per accelerator) and two catalog figures (SMs, HBM
-bandwidth); the shape dependence comes from the two mechanisms, not from a fitted curve.
+The data is two measurements per accelerator (the matmul ceiling, the HBM bandwidth) and its
+SM count; the shape dependence comes from the two mechanisms, not from a fitted curve.
 Everything is NumPy-vectorised over candidate arrays.
 """
 
@@ -45,7 +45,6 @@ def _matmul_time(m, n, k, gpu="h100-sxm", count=1, value_bytes=2, dtype="bf16"):
     ceiling = hardware.matmul_ceiling(gpu, "fp8" if dtype == "fp8" else "bf16")
     if dtype == "fp8":
         value_bytes = 1
-    acc = hardware.get(gpu)
     m, n, k, count = (np.asarray(x, dtype=float) for x in (m, n, k, count))
     tiles = count * np.ceil(m / TILE) * np.ceil(n / TILE)
     waves = np.ceil(tiles / ceiling.sms)
@@ -53,7 +52,7 @@ def _matmul_time(m, n, k, gpu="h100-sxm", count=1, value_bytes=2, dtype="bf16"):
     quantization = np.where(tiles > 0, waves / np.maximum(full, 1e-300), 1.0)
     flops = 2 * m * n * k * count
     t_compute = flops / ceiling.flops * np.maximum(quantization, 1.0)
-    t_memory = value_bytes * count * (m * k + k * n + m * n) / acc.hbm_bandwidth
+    t_memory = value_bytes * count * (m * k + k * n + m * n) / hardware.memory_ceiling(gpu).triad
     return np.maximum(t_compute, t_memory)
 
 

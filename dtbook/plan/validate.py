@@ -44,9 +44,10 @@ the GPU's default node (BLOOM: Jean Zay, four Omni-Path ports for eight GPUs).
 from __future__ import annotations
 
 from .. import runs as _runs
+from .estimate import layer_time
 from .search import search
 
-__all__ = ["validate", "predict_run", "overlaps_grad_reduce", "fuses_grad_accumulation",
+__all__ = ["validate", "validate_layers", "predict_run", "overlaps_grad_reduce", "fuses_grad_accumulation",
            "pipeline_engine_of", "run_keywords"]
 
 _MODERN = ("llama3", "nemo", "megatron-bridge")   # Megatron-Core DDP / FSDP: overlap, fusion
@@ -148,4 +149,27 @@ def validate(names=None) -> list[dict]:
                          reported_tflops_per_gpu=est.tflops_per_gpu * reported / est.tokens_per_second,
                          memory_per_gpu=est.memory_per_gpu, fits=est.fits, printed=printed,
                          chosen=chosen, config=est.config, source=run.source))
+    return rows
+
+
+def validate_layers(names=None) -> list[dict]:
+    """One dict per published per-layer measurement (:func:`dtbook.runs.layer_timings`):
+    ``name``, the ``measured`` and ``predicted`` forward and backward seconds
+    (:func:`dtbook.plan.estimate.layer_time` on the measured layout), and ``error``, the
+    combined forward + backward in throughput terms like :func:`validate`'s: measured time
+    over predicted time, minus 1 (positive: the planner's layer is faster than the
+    measurement). (Chapter 27.)"""
+    rows = []
+    for t in _runs.layer_timings():
+        if names is not None and t.name not in names:
+            continue
+        pred = layer_time(t.model, gpu=t.gpu, tp=t.tp, micro_batch=t.micro_batch, seq=t.seq,
+                          recompute=t.recompute, sequence_parallel=t.sequence_parallel,
+                          attention=t.attention)
+        measured = dict(forward=t.forward, backward=t.backward)
+        rows.append(dict(name=t.name, recompute=t.recompute,
+                         sequence_parallel=t.sequence_parallel, measured=measured,
+                         predicted=pred,
+                         error=(t.forward + t.backward) / (pred["forward"] + pred["backward"]) - 1,
+                         source=t.source))
     return rows
