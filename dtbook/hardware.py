@@ -297,6 +297,11 @@ _AZURE = ("Microsoft Azure, AI-benchmarking-guide "
           "(https://github.com/Azure/AI-benchmarking-guide, commit 8fd0c6e, September 2024), "
           "Azure_Results/")
 
+# nccl-tests prints sizes in its own shorthand (1K = 1024 B, 1M = 2^20 B, "33M" = 2^25 B)
+_A100_AR_SIZES = tuple(2.0 ** k for k in range(10, 34))          # 1K .. 8G
+_A100_AR_BUSBW = tuple(x * GB for x in (
+    0.04, 0.08, 0.17, 0.33, 0.67, 1.37, 2.70, 5.15, 10.11, 19.24, 36.22, 53.54, 71.43, 89.99,
+    109.22, 132.77, 166.63, 174.18, 213.87, 221.58, 228.10, 230.22, 230.48, 231.58))
 _PUBLISHED = {b.name: b for b in (
     BusBandwidth("h100-nvswitch-ring", "allreduce", "nvlink4", 8, "ring", 370 * GB, 370 * GB,
                  "8 H100 SXM in one node through NVSwitch, NCCL_ALGO=RING, large buffers",
@@ -304,7 +309,8 @@ _PUBLISHED = {b.name: b for b in (
     BusBandwidth("h100-nvswitch-nvls", "allreduce", "nvlink4", 8, "nvls", 476 * GB, 480 * GB,
                  "8 H100 SXM in one node, NVLink SHARP (the switch adds), large buffers",
                  _NCCL_TESTS_212 + "; " + _NCCL_TESTS_290),
-    BusBandwidth("a100-nvswitch-ring", "allreduce", "nvlink3", 8, "ring", 230.22 * GB, 231.58 * GB,
+    BusBandwidth("a100-nvswitch-ring", "allreduce", "nvlink3", 8, "ring",
+                 min(_A100_AR_BUSBW[-3:]), max(_A100_AR_BUSBW[-3:]),
                  "8 A100 SXM4 80GB in one Azure ND A100 v4 node through NVSwitch, nccl-tests "
                  "all_reduce_perf in place, 2-8 GB buffers, NCCL 2.18.5 (the page's caption names "
                  "NVLS, which needs the H100's NVSwitch; A100 runs NCCL's ring and tree)",
@@ -339,11 +345,6 @@ class BusBandwidthCurve:
                          np.log(self.sizes), self.busbw)
 
 
-# nccl-tests prints sizes in its own shorthand (1K = 1024 B, 1M = 2^20 B, "33M" = 2^25 B)
-_A100_AR_SIZES = tuple(2.0 ** k for k in range(10, 34))          # 1K .. 8G
-_A100_AR_BUSBW = tuple(x * GB for x in (
-    0.04, 0.08, 0.17, 0.33, 0.67, 1.37, 2.70, 5.15, 10.11, 19.24, 36.22, 53.54, 71.43, 89.99,
-    109.22, 132.77, 166.63, 174.18, 213.87, 221.58, 228.10, 230.22, 230.48, 231.58))
 _CURVES = {c.link: c for c in (
     BusBandwidthCurve("a100-nvswitch-allreduce", "allreduce", "nvlink3", 8, "ring",
                       _A100_AR_SIZES, _A100_AR_BUSBW,
@@ -633,10 +634,12 @@ def _azure_gemms(accelerator, page, dtype, rows):
 _SQUARE = (1024, 2048, 4096, 8192, 16384, 32768)
 _GEMMS = (
     *_azure_gemms("a100-80gb", "ND_A100_v4_results.md", "fp16", (
-        *((d, d, d, tf) for d, tf in zip(_SQUARE, (119.4, 221.8, 228.0, 253.7, 256.5))),
+        *((d, d, d, tf) for d, tf in zip(_SQUARE[:5], (119.4, 221.8, 228.0, 253.7, 256.5),
+                                         strict=True)),
         (1024, 2145, 1024, 132.8), (6144, 12288, 12288, 250.8), (802816, 192, 768, 157.8))),
     *_azure_gemms("h100-sxm", "ND_H100_v5_results.md", "fp8", (
-        *((d, d, d, tf) for d, tf in zip(_SQUARE, (274.1, 1011.3, 1216.9, 1290.1, 1377.3, 1382.2))),
+        *((d, d, d, tf) for d, tf in zip(_SQUARE, (274.1, 1011.3, 1216.9, 1290.1, 1377.3, 1382.2),
+                                         strict=True)),
         (1024, 2145, 1024, 410.7), (6144, 12288, 12288, 1351.4), (802816, 192, 768, 663.8))),
 )
 
@@ -666,8 +669,11 @@ def matmul_ceiling(accelerator: str, dtype: str = "bf16") -> MatmulCeiling:
 
 # ---------------------------------------------------------------------- memory ceilings
 # Chapter 27: what a streaming kernel reaches in HBM, measured, as the matmul ceiling above is
-# for the tensor cores. The datasheet figure is the interface's rate; kernels that read and
-# write every byte once (norms, activations, residual adds, the optimizer) see this one.
+# for the tensor cores. The datasheet figure is the interface's rate; kernels that stream
+# their operands once (norms, activations, residual adds, the optimizer) see this one. The
+# planner takes Triad (two reads, one write): its memory-bound ops read more than they write
+# (a residual add or a backward op reads two tensors and writes one; Adam reads more than it
+# writes). Copy, one read and one write, is about 5 % slower on these GPUs.
 
 @dataclass(frozen=True)
 class MemoryCeiling:

@@ -124,13 +124,14 @@ def test_bad_input_names_the_argument(kwargs, word):
 def test_validation_band():
     # Reported and predicted tokens/s of every published run, each predicted as the planner's
     # best configuration over the fields its source did not print. No constant is fitted to
-    # them. Last run (31 rows): mean |error| 0.139, worst +0.38 (MT-NLG's 420-node row). The
-    # A100 rows moved from +15%..+45% to +5%..+38% when the planner's kernels ran at the
-    # hardware's published microbenchmarks (Azure's BabelStream HBM bandwidth, the A100's
-    # nccl-tests all-reduce curve by message size) instead of datasheet and large-message
-    # figures; the H100 rows (Llama 3 Table 4, NeMo / Megatron-Bridge FP8 tables) lie within
-    # -11% and +14%. Every A100 row is still over-predicted: MT-NLG and BLOOM (Megatron-
-    # DeepSpeed) most, by +25% to +38%.
+    # them. Last run (31 rows): mean |error| 0.139, worst +0.38 (MT-NLG's 420-node row). On
+    # the 27 rows of the previous stop the mean went from 0.200 to 0.147, and their A100 rows
+    # from +15%..+45% to +9%..+38%, when the planner's kernels ran at the hardware's published
+    # microbenchmarks (Azure's BabelStream HBM bandwidth, the A100's nccl-tests all-reduce by
+    # message size) instead of datasheet and large-message figures; the four rows added with
+    # it (Korthikanti et al.'s full-recompute column) lie at +5%..+10%. The H100 rows (Llama 3
+    # Table 4, NeMo / Megatron-Bridge FP8 tables) lie within -11% and +14%. Every A100 row is
+    # still over-predicted: MT-NLG and BLOOM (Megatron-DeepSpeed) most, by +25% to +38%.
     rows = plan.validate()
     errors = np.array([r["error"] for r in rows])
     assert len(rows) == len(runs.names())
@@ -391,6 +392,12 @@ def test_layer_time_is_the_layer_inside_the_estimate():
                 rest = est.step_time - est.breakdown["optimizer"] - logits
                 assert rest == pytest.approx(cfg.layers * (layer["forward"] + layer["backward"]))
                 assert layer["forward"] > 0 and layer["backward"] > layer["forward"]
+            # the split: full recompute re-runs the whole forward (its all-reduces included)
+            # inside the backward, so it adds exactly one forward there
+            none, full = (plan.layer_time(cfg, recompute=rc, sequence_parallel=sp, **kw)
+                          for rc in ("none", "full"))
+            assert full["forward"] == pytest.approx(none["forward"])
+            assert full["backward"] - none["backward"] == pytest.approx(none["forward"])
 
 
 def test_layer_against_korthikanti_table_4():
@@ -400,10 +407,11 @@ def test_layer_against_korthikanti_table_4():
     rows = {r.name.removeprefix("korthikanti-22b-layer-"): r for r in runs.layer_timings()}
     combined = dict(baseline=19.6, sp=19.0, full=27.2, selective=20.9, **{"selective-sp": 20.3})
     overhead = dict(sp=-3, full=39, selective=7, **{"selective-sp": 4})
-    for tag, total in combined.items():
-        assert 1e3 * (rows[tag].forward + rows[tag].backward) == pytest.approx(total, abs=0.01)
+    total = {tag: r.forward + r.backward for tag, r in rows.items()}
+    for tag, printed in combined.items():
+        assert 1e3 * total[tag] == pytest.approx(printed, abs=0.01)
     for tag, pct in overhead.items():
-        assert round(100 * (combined[tag] / combined["baseline"] - 1)) == pct
+        assert round(100 * (total[tag] / total["baseline"] - 1)) == pct
     # Table 5's iteration of the same 22B configuration holds its 48 layers and more
     for tag, run in (("selective-sp", "korthikanti-22b"), ("full", "korthikanti-22b-full")):
         layer = rows[tag]
@@ -434,10 +442,9 @@ def test_tp_all_reduce_in_an_a100_node_runs_at_the_published_busbw_for_its_size(
     # ring curve) the alpha-beta ring with NCCL's protocol efficiency
     curve = hardware.busbw_curve("nvlink3")
     assert hardware.busbw_curve("nvlink4") is None
-    for n, bw in zip(curve.sizes, curve.busbw):          # the table's own rows come back
-        assert curve.at(n) == pytest.approx(bw)
-    mid = curve.at(np.sqrt(curve.sizes[-3] * curve.sizes[-2]))
-    assert min(curve.busbw[-3:-1]) <= mid <= max(curve.busbw[-3:-1])
+    # read by hand from Azure's table: 64 MiB 166.63 GB/s, 128 MiB 174.18, 8 GiB 231.58
+    assert 166.63e9 < curve.at(4 * 2048 * 6144 * 2) < 174.18e9      # the 22B layer's 96 MiB
+    assert curve.at(2**33) == pytest.approx(231.58e9) and curve.at(2**40) == curve.at(2**33)
     cfg = models.get("megatron-22b")
     for tp, sp in ((8, False), (4, True), (2, False)):
         layer = plan.layer_time(cfg, gpu="a100-80gb", tp=tp, micro_batch=4, seq=2048,
@@ -449,8 +456,6 @@ def test_tp_all_reduce_in_an_a100_node_runs_at_the_published_busbw_for_its_size(
                                 gpus_per_node=1)          # TP off the node: not the curve
         assert layer["forward"] - 2 * t_ar == pytest.approx(
             no_tp["forward"] - 2 * comm.allreduce_time(n, tp, *_ib_effective()))
-    assert curve.busbw[-1] == pytest.approx(max(b.busbw_high for b in hardware.published_busbw()
-                                                if b.link == "nvlink3"))
 
 
 def _ib_effective():

@@ -175,9 +175,9 @@ PIPELINE_ENGINES = ("megatron", "deepspeed")
 def protocol_efficiency(link) -> float:
     """Fraction of a link's line rate a large NCCL ring collective reaches (chapter 27):
     :func:`dtbook.hardware.published_busbw` ring rows (bus bandwidth over the line rate),
-    measured on NVLink4 and InfiniBand NDR; a link with none takes the figure of its kind
-    (``nvlink*`` or ``ib-*``: the overhead is NCCL's protocol, not the generation); 1 for
-    others."""
+    measured on NVLink4 (H100), NVLink3 (A100) and InfiniBand NDR; a link with none takes the
+    first catalogued row of its kind (``nvlink*``: the H100's; ``ib-*``: NDR's), the overhead
+    being NCCL's protocol more than the generation; 1 for others."""
     name = link.name if hasattr(link, "name") else str(link)
     kind = "nvlink" if name.startswith("nvlink") else "ib-" if name.startswith("ib-") else None
     rows = [b for b in hardware.published_busbw() if b.algorithm == "ring"]
