@@ -659,11 +659,17 @@ def matmul_ceiling(accelerator: str, dtype: str = "bf16") -> MatmulCeiling:
     which runs at the same tensor-core rate, and for any other dtype without a measurement),
     or FP8 with ``dtype="fp8"``. ``ValueError`` naming the accelerators that have one, for one
     that has none."""
+    return _measured(_CEILINGS_FP8 if dtype == "fp8" else _CEILINGS, accelerator,
+                     f"{'FP8 ' if dtype == 'fp8' else ''}matmul ceiling")
+
+
+def _measured(table, accelerator, what):
+    """``table``'s entry for ``accelerator`` (spelt any way ``get`` accepts), or a
+    ``ValueError`` naming ``what`` is missing and the accelerators that have one."""
     key = accelerator.strip().lower().replace("_", "-") if isinstance(accelerator, str) else accelerator
-    table = _CEILINGS_FP8 if dtype == "fp8" else _CEILINGS
     if key not in table:
-        raise ValueError(f"no measured {'FP8 ' if dtype == 'fp8' else ''}matmul ceiling for gpu "
-                         f"{accelerator!r}; available: {', '.join(table)}")
+        raise ValueError(f"no measured {what} for gpu {accelerator!r}; available: "
+                         f"{', '.join(table)}")
     return table[key]
 
 
@@ -706,11 +712,7 @@ _MEMORY = {c.accelerator: c for c in (
 def memory_ceiling(accelerator: str) -> MemoryCeiling:
     """The measured HBM bandwidth of ``accelerator`` (chapter 27). ``ValueError`` naming the
     accelerators that have one, for one that has none."""
-    key = accelerator.strip().lower().replace("_", "-") if isinstance(accelerator, str) else accelerator
-    if key not in _MEMORY:
-        raise ValueError(f"no measured memory bandwidth for gpu {accelerator!r}; available: "
-                         f"{', '.join(_MEMORY)}")
-    return _MEMORY[key]
+    return _measured(_MEMORY, accelerator, "memory bandwidth")
 
 
 # ---------------------------------------------------------------------- attention kernels
@@ -754,8 +756,4 @@ _ATTENTION = {k.accelerator: k for k in (
 def attention_kernel(accelerator: str) -> AttentionKernel:
     """The measured fused-attention throughput of ``accelerator`` (chapter 27).
     ``ValueError`` naming the accelerators that have one, for one that has none."""
-    key = accelerator.strip().lower().replace("_", "-") if isinstance(accelerator, str) else accelerator
-    if key not in _ATTENTION:
-        raise ValueError(f"no measured attention kernel for gpu {accelerator!r}; "
-                         f"available: {', '.join(_ATTENTION)}")
-    return _ATTENTION[key]
+    return _measured(_ATTENTION, accelerator, "attention kernel")

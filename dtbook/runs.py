@@ -253,18 +253,16 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
               "stage (placeholders 1 and 0, chosen by the planner in plan.validate). TFLOP/s "
               "counted with Narayanan et al.'s formula (60.1 s reproduces 126)."),
         printed=_MTNLG_PRINTED, software="megatron-deepspeed"),
-    PublishedRun(
-        name="mtnlg-530b-3360", model="mt-nlg-530b", gpu="a100-80gb", gpus=3360, tp=8, pp=35,
-        dp=12, global_batch=1920, seq=2048, recompute="full", dtype="bf16", attention="unfused",
-        tflops_per_gpu=113, step_time=44.4, convention="megatron-hfu", peak=_A100,
-        source=_S22 + ", Table 1 (420 nodes: iteration 44.4 s, 113 teraFLOP/s per GPU)" + _MTNLG_CHECK,
-        note="See mtnlg-530b.", printed=_MTNLG_PRINTED, software="megatron-deepspeed"),
-    PublishedRun(
-        name="mtnlg-530b-2800", model="mt-nlg-530b", gpu="a100-80gb", gpus=2800, tp=8, pp=35,
-        dp=10, global_batch=1920, seq=2048, recompute="full", dtype="bf16", attention="unfused",
-        tflops_per_gpu=121, step_time=50.2, convention="megatron-hfu", peak=_A100,
-        source=_S22 + " (350 nodes: iteration 50.2 s, 121 teraFLOP/s per GPU)" + _MTNLG_CHECK,
-        note="See mtnlg-530b.", printed=_MTNLG_PRINTED, software="megatron-deepspeed"),
+    # the same layout on 420 and 350 nodes (data-parallel 12 and 10)
+    *(PublishedRun(
+        name=f"mtnlg-530b-{8 * 35 * dp}", model="mt-nlg-530b", gpu="a100-80gb", gpus=8 * 35 * dp,
+        tp=8, pp=35, dp=dp, global_batch=1920, seq=2048, recompute="full", dtype="bf16",
+        attention="unfused", tflops_per_gpu=tflops, step_time=step, convention="megatron-hfu",
+        peak=_A100, source=_S22 + where + _MTNLG_CHECK, note="See mtnlg-530b.",
+        printed=_MTNLG_PRINTED, software="megatron-deepspeed")
+      for dp, tflops, step, where in (
+          (12, 113, 44.4, ", Table 1 (420 nodes: iteration 44.4 s, 113 teraFLOP/s per GPU)"),
+          (10, 121, 50.2, " (350 nodes: iteration 50.2 s, 121 teraFLOP/s per GPU)"))),
     # The Megatron-LM README's GPT-3 example: every layout field is in its script.
     PublishedRun(
         name="megatron-gpt3-175b-1024", model="gpt3-175b", gpu="a100-80gb", gpus=1024, tp=8,
