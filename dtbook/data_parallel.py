@@ -22,6 +22,7 @@ import numpy as np
 
 from . import _validate as check
 from . import comm
+from .memory import model_state_bytes
 from .symbolic import is_symbolic, maximum
 
 __all__ = [
@@ -172,7 +173,7 @@ def order_difference_bound(world, eps, abs_sum):
     return 2 * reduction_error_bound(world, eps, abs_sum)
 
 
-def memory_per_device(params, bytes_per_param=16):
+def memory_per_device(params, bytes_per_param=model_state_bytes(1)):
     """Model-state bytes on each rank: Ψ·s_state, the same for every P, because every rank
     holds a whole replica of the parameters, gradients and optimizer state (chapter 14;
     16 bytes per parameter for mixed-precision Adam, chapter 19; ZeRO, chapter 20, removes

@@ -246,6 +246,11 @@ def names() -> list[str]:
     return accelerators() + links()
 
 
+def _key(name):
+    """A catalog name as the tables spell it: lower case, ``-`` for ``_``."""
+    return name.strip().lower().replace("_", "-") if isinstance(name, str) else name
+
+
 def get(name: str) -> Accelerator | Link:
     """The accelerator or link called ``name`` (case-insensitive; ``_`` and ``-`` alike).
 
@@ -253,7 +258,7 @@ def get(name: str) -> Accelerator | Link:
     """
     if not isinstance(name, str):
         raise ValueError(f"name must be a string, one of {names()}; got {name!r}")
-    key = name.strip().lower().replace("_", "-")
+    key = _key(name)
     if key in _ACCELERATORS:
         return _ACCELERATORS[key]
     if key in _LINKS:
@@ -358,8 +363,7 @@ def busbw_curve(link: str):
     """The published bus bandwidth by message size of ``link``'s in-node ring all-reduce,
     or ``None`` where none is catalogued (chapter 27). Only the A100's NVSwitch has one:
     the published H100 curves are NVLink SHARP's (NVLS), not the ring's."""
-    key = link.name if hasattr(link, "name") else str(link).strip().lower()
-    return _CURVES.get(key)
+    return _CURVES.get(link.name if hasattr(link, "name") else _key(str(link)))
 
 
 def published_busbw() -> list[BusBandwidth]:
@@ -666,7 +670,7 @@ def matmul_ceiling(accelerator: str, dtype: str = "bf16") -> MatmulCeiling:
 def _measured(table, accelerator, what):
     """``table``'s entry for ``accelerator`` (spelt any way ``get`` accepts), or a
     ``ValueError`` naming ``what`` is missing and the accelerators that have one."""
-    key = accelerator.strip().lower().replace("_", "-") if isinstance(accelerator, str) else accelerator
+    key = _key(accelerator)
     if key not in table:
         raise ValueError(f"no measured {what} for gpu {accelerator!r}; available: "
                          f"{', '.join(table)}")

@@ -16,7 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import _validate as check
-from .symbolic import maximum, minimum
+from .memory import model_state_bytes
+from .symbolic import is_symbolic, maximum, minimum
 
 __all__ = ["bubble_fraction", "interleaved_bubble_fraction", "interleaved_bubble_approx",
            "zb_h1_bubble_fraction", "batch_time", "pipeline_efficiency", "throughput",
@@ -100,6 +101,8 @@ def activations_in_flight(p, microbatches, stage=0, schedule="1f1b"):
     check.count("p", p)
     check.count("microbatches", microbatches)
     check.count("stage", stage, minimum=0)
+    if not (is_symbolic(stage) or is_symbolic(p)) and np.any(np.asarray(stage) >= np.asarray(p)):
+        raise ValueError(f"stage must be below p = {p!r} (stages 0..p-1), got {stage!r}")
     if schedule == "gpipe":
         return microbatches
     if schedule != "1f1b":
@@ -149,7 +152,7 @@ def compute_comm_ratio(params, p, hidden, peak_flops, beta, bytes_per_value=2):
     check.positive("peak_flops", peak_flops)
     check.positive("beta", beta)
     check.positive("bytes_per_value", bytes_per_value)
-    return 3 * params * beta / (p * peak_flops * hidden * bytes_per_value)
+    return stages_for_unit_ratio(params, hidden, peak_flops, beta, bytes_per_value) / p
 
 
 def stages_for_unit_ratio(params, hidden, peak_flops, beta, bytes_per_value=2):
@@ -164,7 +167,7 @@ def stages_for_unit_ratio(params, hidden, peak_flops, beta, bytes_per_value=2):
 
 
 def memory_per_device(params, p, activation_bytes, microbatches, stage=0, schedule="1f1b",
-                      bytes_per_param=16):
+                      bytes_per_param=model_state_bytes(1)):
     """Bytes on stage ``stage`` (chapter 16): its 1/p of the model state, s_state·Ψ/p, plus
     the activations it holds at its peak, m microbatches under GPipe and min(p − s, m)
     under 1F1B, each of ``activation_bytes``."""

@@ -175,7 +175,7 @@ _NEMO_NOTE = ("FP8 (per-tensor current scaling in 25.11+ tables; Transformer Eng
               "formula (tests/test_runs.py). The table prints no MFU: peak is the H100's dense "
               "FP8 figure, for reference only.")
 _NEMO_PRINTED = frozenset({"tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch"})
-_H100_FP8 = 1978.9 * TFLOP
+_H100_FP8 = hardware.get("h100-sxm").peak("fp8")
 
 
 def _nemo(name, model, gpus, tp, pp, cp, vpp, mb, batch, seq, tokens, tflops, source, convention):

@@ -42,6 +42,15 @@ def test_batches_differ_by_step_and_rank_and_repeat():
 
 
 def _replay(records):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)             # as each replica runs: the same sums, bit for bit
+    try:
+        return _replay_records(records)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _replay_records(records):
     model = ft.make_model(0)
     opt = ft.Momentum(model.parameters())
     for r in records:
@@ -99,4 +108,7 @@ def test_nothing_outlives_a_run():
     before = _children(os.getpid())
     out = ft.run(steps=6, die_at=2, alone=1, timeout=90)
     assert out["exit"] == {"0": 0, "1": -9, "2": 0}, out["logs"]
-    assert _children(os.getpid()) <= before       # no replica, no fork server left
+    assert _children(os.getpid()) <= before       # no fork server left
+    # the replicas are the fork server's children, not ours: look them up by pid
+    assert set(out["pids"]) == {"0", "1", "2"}
+    assert not [pid for pid in out["pids"].values() if os.path.exists(f"/proc/{pid}")]

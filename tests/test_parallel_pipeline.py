@@ -83,8 +83,15 @@ def test_ratio_is_stage_compute_over_two_messages():
     t_comp = dp.compute_time(psi / p, b * S, F)               # 6(Ψ/p)·bS / F
     t_comm = 2 * pp.p2p_message_bytes(b, S, H, 2) / beta       # activation out, gradient back
     assert np.isclose(pp.compute_comm_ratio(psi, p, H, F, beta), t_comp / t_comm)
+    # at p* stages one stage's compute equals its two messages
     p_star = pp.stages_for_unit_ratio(psi, H, F, beta)
-    assert np.isclose(pp.compute_comm_ratio(psi, p, H, F, beta), p_star / p)   # R = p*/p
+    assert np.isclose(dp.compute_time(psi / p_star, b * S, F), t_comm)
+
+
+def test_a_stage_outside_the_pipeline_is_refused():
+    with pytest.raises(ValueError, match="stage"):
+        pp.memory_per_device(1e9, 4, 1e6, 8, stage=4)
+    assert pp.activations_in_flight(4, 8, 3) == 1      # the last stage holds one
 
 
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])

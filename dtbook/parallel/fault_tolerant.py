@@ -19,7 +19,6 @@ itself at its deadline.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -28,13 +27,15 @@ import tempfile
 import threading
 import time
 
+from .data import parameters_hash
+
 __all__ = ["run", "replica", "batch", "make_model", "Momentum"]
 
 _WIDTH = 16
 # The lighthouse declares a replica dead after this long without its heartbeat (seconds).
 # Shorter ends the demo sooner, but a replica stalled that long on a busy machine would be
-# dropped from a quorum although it lives.
-HEARTBEAT_TIMEOUT = 2.0
+# dropped from a quorum although it lives; 5 s leaves a busy 2-core machine room.
+HEARTBEAT_TIMEOUT = 5.0
 
 
 def make_model(seed):
@@ -76,12 +77,6 @@ class Momentum:
     def load_state_dict(self, state):
         for b, saved in zip(self.buffers, state["buffers"]):
             b.copy_(saved)
-
-
-def _digest(model):
-    import torch
-    flat = torch.cat([p.detach().flatten() for p in model.parameters()])
-    return hashlib.sha256(flat.numpy().tobytes()).hexdigest()
 
 
 def _touch(path):
@@ -144,7 +139,7 @@ def replica(name, lighthouse, folder, steps, die_at, pause_at, seed, seconds):
     while manager.current_step() < steps:
         manager.start_quorum()                    # synchronous: a healing replica loads here
         step, rank = manager.current_step(), manager.participating_rank()
-        weights = _digest(model)
+        weights = parameters_hash(model)
         x, y = batch(step, rank)
         loss = (model(x) - y).square().mean()
         model.zero_grad()
@@ -167,7 +162,7 @@ def replica(name, lighthouse, folder, steps, die_at, pause_at, seed, seconds):
         if committed and step == pause_at:      # `alone` steps done alone: call the replacement
             _touch(os.path.join(folder, "alone.0"))
             _wait_for([os.path.join(folder, "asking.2")], deadline)
-    log.write(json.dumps({"final": _digest(model),
+    log.write(json.dumps({"final": parameters_hash(model),
                           "state": [p.detach().tolist() for p in model.parameters()]}) + "\n")
     log.close()
     manager.shutdown(wait=False)
@@ -177,7 +172,7 @@ def replica(name, lighthouse, folder, steps, die_at, pause_at, seed, seconds):
 def run(steps=14, die_at=4, alone=3, timeout=90.0):
     """Run the kill-and-heal demo (chapter 26) and return ``{name: records}`` for the
     replicas "0" (survives), "1" (SIGKILLed at ``die_at``) and "2" (the replacement), plus
-    "exit" (each replica's exit code; None if it had to be killed at the deadline),
+    "exit" (each replica's exit code; None if it had to be killed at the deadline), "pids",
     "seconds" (wall-clock of the demo), "lighthouse" (its address) and "logs" (the end of
     each replica's own output, torchft's log included: what to read when an assert fails).
     Replica 0 asks for the replacement after ``alone`` committed steps on its own.
@@ -221,7 +216,7 @@ def run(steps=14, die_at=4, alone=3, timeout=90.0):
         _stop_fork_server()
     out = {"exit": {n: p.exitcode for n, p in procs.items()},
            "seconds": time.perf_counter() - start, "began": began, "lighthouse": address,
-           "logs": {}}
+           "logs": {}, "pids": {n: p.pid for n, p in procs.items()}}
     for name in procs:
         path = os.path.join(folder, f"{name}.jsonl")
         out[name] = [json.loads(line) for line in open(path)] if os.path.exists(path) else []

@@ -26,7 +26,7 @@ from collections import OrderedDict
 import numpy as np
 
 from .. import hardware
-from .estimate import (ATTENTION, COLUMNS, PIPELINE_ENGINES, RECOMPUTE, Estimate, estimate, evaluate,
+from .estimate import (ATTENTION, COLUMNS, RECOMPUTE, _check_engine, _whole, Estimate, estimate, evaluate,
                        links_for, resolve_model)
 
 __all__ = ["configurations", "funnel", "search", "SPACE"]
@@ -106,9 +106,7 @@ def _run(model, gpus, global_batch, seq, gpu, fixed):
     acc = hardware.get(gpu)
     if not isinstance(acc, hardware.Accelerator):
         raise ValueError(f"gpu must name an accelerator, got {gpu!r}")
-    for name, value in (("gpus", gpus), ("global_batch", global_batch), ("seq", seq)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+    _whole(gpus=gpus, global_batch=global_batch, seq=seq)
     _extra = ("dtype", "gpus_per_node", "attention", "overlap_grad_reduce",
               "gradient_accumulation_fusion", "pipeline_engine", "node")
     unknown = set(fixed) - set(_KEYS) - set(_extra)
@@ -121,12 +119,8 @@ def _run(model, gpus, global_batch, seq, gpu, fixed):
     overlap = bool(fixed.get("overlap_grad_reduce", True))
     fusion = bool(fixed.get("gradient_accumulation_fusion", True))
     engine = fixed.get("pipeline_engine", "megatron")
-    if engine not in PIPELINE_ENGINES:
-        raise ValueError(f"pipeline_engine must be one of {PIPELINE_ENGINES}, got {engine!r}")
+    _check_engine(engine, fixed.get("vpp", 1))
     if engine == "deepspeed":       # DeepSpeed's pipeline engine has no interleaving
-        if fixed.get("vpp", 1) != 1:
-            raise ValueError(f"vpp: DeepSpeed's pipeline engine has no interleaved schedule, "
-                             f"got vpp = {fixed['vpp']}")
         fixed = {**fixed, "vpp": 1}
     node = fixed.get("node")
     if node is not None:
