@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -124,6 +125,7 @@ class _Typed:
     scale: float = 1.0
     figures: int | None = None
     note: str = ""
+    bare: bool = False  # a plain number, no unit typed: read in the exercise's unit
 
 
 _SI_UNIT = {"bytes": "B", "seconds": "s", "flop": "FLOP", "flop/s": "FLOP/s", "bytes/s": "B/s",
@@ -131,6 +133,80 @@ _SI_UNIT = {"bytes": "B", "seconds": "s", "flop": "FLOP", "flop/s": "FLOP/s", "b
 
 
 _ARITHMETIC = re.compile(r"[\d\s.,_eE+\-*/()^]+")
+
+
+# The functions a typed number may use ("sqrt(48)", "exp(-1.5)", "2*pi", "√48"): a short
+# whitelist, read by _bounded_expr (SymPy's parser with only these names, nothing evaluated
+# before it is checked). min and max are left out: their commas are thousands separators here.
+_FUNCTION_WORD = re.compile(r"\b(?:sqrt|exp|log|ln|pi|floor|ceiling|ceil|abs)\b")
+
+
+def _computed_number(text: str):
+    """A number typed as arithmetic with the whitelisted functions, and the unit typed after
+    it: ``(value, "$" or "", unit text)``, or None when ``text`` is not such arithmetic (a
+    plain quantity, a word). Raises AnswerError for arithmetic that cannot be computed."""
+    t = re.sub(r"√\s*\(", "sqrt(", text.strip())
+    t = re.sub(r"√\s*([\d.]+)", r"sqrt(\1)", t).replace("ceil(", "ceiling(")
+    dollar = ""
+    if t.startswith("$"):
+        dollar, t = "$", t[1:].strip()
+    if not _FUNCTION_WORD.search(t):
+        return None
+    # the whole text, then each split between a digit or ")" and what may be a unit
+    splits = [(t, "")] + [(t[:m.start()], t[m.end():].strip())
+                          for m in re.finditer(r"(?<=[\d)])\s*(?=[A-Za-z%µμ/])", t)]
+    for expr, rest in splits:
+        bare = _FUNCTION_WORD.sub(" ", expr.replace(",", ""))
+        if not expr.strip() or not _ARITHMETIC.fullmatch(bare) or not _FUNCTION_WORD.search(expr):
+            continue
+        if rest:
+            try:
+                parse_quantity(f"{dollar}1 {rest}" if not dollar else f"$1{rest}")
+            except ValueError:
+                continue
+        return _number(_bounded_expr(expr.replace(",", ""), {})), dollar, rest
+    raise AnswerError(f"could not compute {text!r}: a computed answer uses numbers, "
+                      "+ - * / ( ) **, sqrt, exp, log and pi, then its unit if any")
+
+
+def _split_tuple(text: str, n: int):
+    """A tuple typed as one string, "79.2%, 100.8 ms" or "(95 h; $24,320)": its ``n`` parts,
+    split at the top level (not inside parentheses) on ";", then on ", ", then on a comma
+    that is no thousands separator. None when no split gives ``n`` non-empty parts."""
+    t = text.strip()
+    if t[:1] in "([" and t[-1:] in ")]" and _top_level(t[1:-1]) is not None:
+        t = t[1:-1]
+
+    def split(sep):
+        parts, depth, start = [], 0, 0
+        for m in re.finditer(r"[()\[\]]|" + sep, t):
+            c = m.group(0)
+            if c in "([":
+                depth += 1
+            elif c in ")]":
+                depth -= 1
+            elif depth == 0:
+                parts.append(t[start:m.start()])
+                start = m.end()
+        return [p.strip() for p in parts + [t[start:]]]
+
+    seps = [r";", r",\s+"] + ([] if re.search(r"\d,\d{3}(?!\d)", t) else [r","])
+    for sep in seps:
+        parts = split(sep)
+        if len(parts) == n and all(parts):
+            return parts
+    return None
+
+
+def _top_level(t: str):
+    """``t`` when its parentheses balance (never closing below depth 0), else None."""
+    depth = 0
+    for c in t:
+        depth += c in "(["
+        depth -= c in ")]"
+        if depth < 0:
+            return None
+    return t if depth == 0 else None
 
 
 def _number(x) -> float:
@@ -225,13 +301,15 @@ def _bounded_expr(text: str, local: dict):
     try:
         splittable = lambda name: (name not in local and len(name) > 1  # noqa: E731
                                    and all(c in local for c in name))  # "PF" is P*F
-        expr = parse_expr(text, local_dict=local, global_dict=safe, evaluate=False,
-                          transformations=standard_transformations
-                          + (split_symbols_custom(splittable), implicit_multiplication,
-                             convert_xor))
+        with warnings.catch_warnings():  # "()x" multiplies a tuple: SymPy warns, we refuse
+            warnings.simplefilter("ignore")
+            expr = parse_expr(text, local_dict=local, global_dict=safe, evaluate=False,
+                              transformations=standard_transformations
+                              + (split_symbols_custom(splittable), implicit_multiplication,
+                                 convert_xor))
     except Exception:
         raise AnswerError(f"could not read {text!r} as an expression") from None
-    if not isinstance(expr, sp.Basic):
+    if not isinstance(expr, sp.Basic) or expr.has(sp.Tuple):
         raise AnswerError(f"could not read {text!r} as an expression")
     _check_size(expr)
     return expr

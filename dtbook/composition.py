@@ -12,8 +12,11 @@ replicas. Per training step, one GPU
 * all-reduces the gradients of its Ψ/(t·p) parameters over its DP group once (chapter 14).
 
 The step-time model puts these together with the pipeline bubble:
-T_step = m(T_c + T_TP)/(1 − bubble) + T_DP,exposed, where T_c and T_TP are one microbatch's
-compute and TP time on one GPU. It reuses :mod:`dtbook.pipeline_parallel` (bubbles),
+T_step = (m + (p − 1)/v)(T_c + T_TP + v·T_PP) + e·T_DP, where T_c, T_TP and T_PP are one
+microbatch's compute, TP time and pipeline send/receive time (per model chunk) on one GPU.
+The pipeline's sends are charged, not hidden: Megatron's schedules block on each paired
+send/receive between steps, as :mod:`dtbook.plan.estimate` charges them too, and with v
+model chunks a microbatch crosses v boundaries per GPU. It reuses :mod:`dtbook.pipeline_parallel` (bubbles),
 :mod:`dtbook.tensor_parallel` and :mod:`dtbook.comm` (collective times) and
 :mod:`dtbook.memory` (bytes per GPU); nothing here re-derives them.
 
@@ -137,42 +140,48 @@ def bubble_time(pp, microbatches, t_slot, virtual_stages=1):
     return (pp - 1) * t_slot / virtual_stages
 
 
-def step_time(t_compute, t_tp, pp, microbatches, t_dp=0, virtual_stages=1, dp_exposed=1):
-    """The 3D step: T = m(T_c + T_TP)/(1 − bubble) + e·T_DP (chapter 24).
+def step_time(t_compute, t_tp, pp, microbatches, t_dp=0, virtual_stages=1, dp_exposed=1,
+              t_p2p=0):
+    """The 3D step: T = (m + (p − 1)/v)(T_c + T_TP + v·T_PP) + e·T_DP (chapter 24).
 
-    ``t_compute`` and ``t_tp`` are one microbatch's compute and TP time on one GPU; the
-    bubble is :func:`dtbook.pipeline_parallel.interleaved_bubble_fraction` (v = 1: 1F1B's
-    (p − 1)/(m + p − 1)), so the first term is (m + (p − 1)/v)(T_c + T_TP). Pipeline sends
-    are taken as hidden behind 1F1B's compute; ``dp_exposed`` e is the share of the gradient
-    all-reduce not overlapped with the backward pass (1: none overlapped).
+    ``t_compute`` and ``t_tp`` are one microbatch's compute and TP time on one GPU, ``t_p2p``
+    its pipeline send/receive time per model chunk (one activation forward, one gradient
+    backward). The sends are charged, not hidden: Megatron's 1F1B waits for each paired
+    ``send_forward_recv_backward`` before its next step, so each of the v chunks a
+    microbatch passes on a GPU adds T_PP to that GPU's slot. The bubble is
+    :func:`dtbook.pipeline_parallel.interleaved_bubble_fraction` of the slots (v = 1: 1F1B's
+    (p − 1)/(m + p − 1)); ``dp_exposed`` e is the share of the gradient all-reduce not
+    overlapped with the backward pass (1: none overlapped).
     """
     check.nonnegative("t_compute", t_compute)
     check.nonnegative("t_tp", t_tp)
     check.nonnegative("t_dp", t_dp)
     check.nonnegative("dp_exposed", dp_exposed)
+    check.nonnegative("t_p2p", t_p2p)
     check.count("pp", pp)
     check.count("microbatches", microbatches)
     check.count("virtual_stages", virtual_stages)
-    busy = microbatches * (t_compute + t_tp)
+    busy = microbatches * (t_compute + t_tp + virtual_stages * t_p2p)
     return busy / (1 - pipe.interleaved_bubble_fraction(pp, microbatches, virtual_stages)) \
         + dp_exposed * t_dp
 
 
 def interleaving_gain(pp, microbatches, virtual_stages, t_work, t_comm):
-    """Time interleaving saves per step: Δbubble·T_work − (v − 1)·T_comm (chapter 24).
+    """Time v model chunks save per step against one, under :func:`step_time`'s model
+    (chapter 24): b·(1 − 1/v)·T_work − (v − 1)·T_comm.
 
-    Δbubble is the fall of the bubble fraction from 1F1B to v chunks, T_work the step's
-    time at v = 1 (so Δbubble·T_work is the idle time removed, to first order), T_comm the
-    pipeline communication of one pass through the stages, which v chunks repeat v times.
-    Positive: interleaving pays."""
+    ``t_work`` is the step's work at v = 1 without its pipeline sends, (m + p − 1)(T_c + T_TP),
+    of which the 1F1B bubble fraction b = (p − 1)/(m + p − 1) is idle; v chunks divide the idle
+    slots by v. ``t_comm`` is one pass of pipeline sends on a GPU, m·T_PP, which v chunks make
+    v times: the same charge :func:`step_time` makes, so the gain is exactly
+    ``step_time(..., 1) - step_time(..., v)``. Positive: interleaving pays."""
     check.count("pp", pp)
     check.count("microbatches", microbatches)
     check.count("virtual_stages", virtual_stages)
     check.nonnegative("t_work", t_work)
     check.nonnegative("t_comm", t_comm)
-    delta = (pipe.bubble_fraction(pp, microbatches)
-             - pipe.interleaved_bubble_fraction(pp, microbatches, virtual_stages))
-    return delta * t_work - (virtual_stages - 1) * t_comm
+    idle = pipe.bubble_fraction(pp, microbatches) * t_work
+    return idle * (1 - 1 / virtual_stages) - (virtual_stages - 1) * t_comm
 
 
 def tp_latency(tp, alpha):

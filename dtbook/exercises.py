@@ -42,18 +42,23 @@ from dtbook.answers import (
     _bounded_expr,
     _check_size,
     _check_values,
+    _computed_number,
     _diagnose,
     _fmt,
     _number,
     _round_sf,
     _show,
     _sig_figs,
+    _split_tuple,
     _transliterate,
     _unit_info)
 from dtbook.units import Quantity, parse_quantity
 
 __all__ = ["exercise", "check", "get", "registry", "Exercise", "Result", "AnswerError",
            "PRECISION_POLICY"]
+
+_SI_NAME = {"bytes": "bytes", "seconds": "seconds", "flop": "FLOP", "flop/s": "FLOP/s",
+            "bytes/s": "bytes/s", "USD": "dollars", "1/s": "per second", "1": "units"}
 
 PRECISION_POLICY = (
     "A number is graded right when it matches the reference to the significant figures you "
@@ -184,6 +189,13 @@ class Exercise:
         if isinstance(ref, (tuple, list)):
             if getattr(ans, "ndim", None) == 1 and hasattr(ans, "tolist"):  # a NumPy array
                 ans = tuple(ans.tolist())
+            if isinstance(ans, str) and len(ref) > 1:  # "79.2%, 100.8 ms": one string
+                parts = _split_tuple(ans, len(ref))
+                if parts is None:
+                    raise AnswerError(f"{label or 'the answer'} should be a tuple of {len(ref)} "
+                                      f"values; {_show(ans)} does not split into {len(ref)} "
+                                      "parts at commas or semicolons")
+                ans = tuple(parts)
             if not isinstance(ans, (tuple, list)) or len(ans) != len(ref):
                 got = (f"{len(ans)} value{'s' * (len(ans) != 1)}"
                        if isinstance(ans, (tuple, list)) else _a(ans))
@@ -224,11 +236,23 @@ class Exercise:
             try:
                 q = parse_quantity(text)
             except ValueError as e:
+                # "sqrt(48)", "exp(-1.5) ms", "2*pi": arithmetic with a few functions
+                computed = _computed_number(text)
+                if computed is not None:
+                    value, dollar, rest = computed
+                    if not (dollar or rest):
+                        return _Typed(value * scale, value, scale, bare=True)  # no figures
+                    shown = f"${value!r}{rest}" if dollar else f"{value!r} {rest}"
+                    try:
+                        got = self._read_number(shown, unit)
+                    except (AnswerError, _WrongDimension) as err:  # name what was typed
+                        raise type(err)(str(err).replace(repr(shown), repr(ans))) from None
+                    return _Typed(got.value, note=got.note)
                 # "1.5 × 10^9", "2*1024", "2**30": arithmetic, computed within bounds
                 sums = re.sub(r"\s*[x×·]\s*10\s*(\^|\*\*)\s*", "*10**", text)
                 if _ARITHMETIC.fullmatch(sums) and re.search(r"\d\s*[-+*/^(]|\)", sums):
                     value = _number(_bounded_expr(sums.replace(",", ""), {}))
-                    return _Typed(value * scale)  # "8*1024": computed, not typed digits
+                    return _Typed(value * scale, value, scale, bare=True)  # "8*1024"
                 # "2*199.75 ms": arithmetic, then a unit; computed, then read with its unit
                 with_unit = re.fullmatch(
                     r"(\$?)([\d\s.,_eE+\-*/()^]+?)\s*([^\d\s.,_+\-*/()^][^\d]*)?", sums)
@@ -272,7 +296,8 @@ class Exercise:
                               figures)
             if q.dimension == "1" and q.unit.lower() not in ("%", "percent", "per cent", "pct", "x", "×"):
                 return _Typed(q.value * scale, typed, q.value * scale / typed if typed else scale,
-                              figures)  # a plain number or a count: in the exercise's unit
+                              figures, bare=q.unit == "")  # a plain number or a count:
+                # read in the exercise's unit
             if q.dimension != dim:
                 raise _WrongDimension(f"{ans!r} is {_DIMS.get(q.dimension, 'another quantity')}, "
                                       f"but this answer is {_DIMS.get(dim, 'a plain number')} "
@@ -284,7 +309,7 @@ class Exercise:
         typed_text = repr(float(value)) if not isinstance(ans, numbers.Integral) else str(int(ans))
         figures = None if "e" in typed_text and isinstance(ans, float) and len(typed_text) > 12 \
             else _sig_figs(typed_text)
-        return _Typed(value * scale, value, scale, figures)
+        return _Typed(value * scale, value, scale, figures, bare=True)
 
     def _grade_number(self, ref, ans, unit):
         ref, (scale, dim) = float(ref), _unit_info(unit)
@@ -301,6 +326,18 @@ class Exercise:
                                  f"read {got.number:g} as a fraction, {100 * got.number:.4g}%")
             if self._precision(ref, as_fraction, tol) == "correct":
                 got, verdict = as_fraction, "correct"
+        if verdict != "correct" and got.bare and not 1e-6 < scale < 1e6:
+            # 42949672960 typed for 42.9 GB: a bare number in the base unit (bytes, seconds,
+            # FLOP) matches where the display unit's does not; at a factor of 10⁶ or more
+            # the two readings cannot be confused
+            base = _SI_NAME.get(dim, "base units")
+            typed = ans.strip() if isinstance(ans, str) else (
+                f"{int(got.number)}" if float(got.number).is_integer() else f"{got.number:g}")
+            in_base = _Typed(got.number, got.number, 1.0, got.figures,
+                             f"read {typed} as {base}; a bare number here is read in {unit}",
+                             bare=True)
+            if self._precision(ref, in_base, tol) == "correct":
+                got, verdict = in_base, "correct"
         shown = _fmt(got.value, unit)
         note = f"; {got.note}" if got.note else ""
         if verdict == "correct":
@@ -396,13 +433,42 @@ class Exercise:
         ok = value == bool(ref)
         return ("correct" if ok else "wrong"), ("yes" if value else "no") + ("" if ok else " is not it")
 
+    def answer_format(self) -> str:
+        """What to type, in words, with the unit a bare number is read in: rendered from
+        ``unit`` and the solution's shape, so every exercise says it the same way (the
+        notebooks print it under each exercise, through the unanswered message)."""
+        named = {"$": "dollars", "%": "percent"}
+
+        def leaf(ref, unit):
+            kind = self._kind(ref)
+            if kind == "expr":
+                return "an expression"
+            if kind == "choice":
+                return f"one of {list(self.choices)}" if self.choices else "a word"
+            if kind == "bool":
+                return "True or False"
+            return named.get(unit, unit) if unit else "a plain number"
+        parts = self._map(leaf, self.solution(), self.unit)
+        leaves = _leaves(self._map(lambda ref, unit: unit if self._kind(ref) == "number" else "",
+                                   self.solution(), self.unit))
+        with_unit = any(leaves)
+        how = "; a bare number is read in the unit named, or type a string with its unit"
+        if isinstance(parts, dict):
+            return "a dict {" + ", ".join(f"{k!r}: {v}" for k, v in parts.items()) + "}" + (
+                how if with_unit else "")
+        if isinstance(parts, tuple):
+            return f"a tuple ({', '.join(parts)})" + (how if with_unit else "")
+        if with_unit:
+            return f"a number in {parts}, or a string with its unit"
+        return parts
+
     def grade(self, answer) -> Result:
         """Grade an answer: a Result with .correct, .message and .status; never raises for
         a bad answer."""
-        how = {"expr": "an expression", "choice": f"one of {list(self.choices)}",
-               "bool": "True or False"}.get(self.kind, "values in the units given")
-        if self.kind in (None, "number") and isinstance(self.unit, str):
-            how = f"a number in {self.unit}, or a string with its unit" if self.unit else "a number"
+        try:
+            how = self.answer_format()
+        except Exception:  # the solution itself is broken: said by _grade_tree below
+            how = "see the prompt"
         if _unanswered(answer):
             return Result(False, f"… {self.id} not answered yet: replace ... with your answer "
                                  f"({how}).", "unanswered")

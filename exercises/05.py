@@ -80,8 +80,8 @@ def _():
     unit="years",
     hint="TCO / price is the break-even in busy hours; at 50% utilisation the calendar time doubles.",
     book_answer="3 years",
-    book_note=("The original edition rounds: 13,750 busy hours at 50% is 27,500 hours of calendar time, "
-               "3.14 years (37.6 months), which it prints as '~3 yrs'."),
+    book_note=("The original edition rounds: 13,750 busy hours at 50% is 27,500 hours of "
+               "calendar time, 3.14 years (37.6 months), which it prints as '~3 years'."),
 )
 def _():
     return cost.breakeven_time(55e3, 4.0, utilization=0.5)

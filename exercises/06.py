@@ -61,9 +61,11 @@ def _():
     unit="GB",
     hint="L × 2sbh/t for the stored inputs, plus one layer's per-GPU activations.",
     book_answer="32 GB",
-    book_note=("The original edition prints ~32 GB (and ~44 GB in total), which is one layer's activations "
-               "without the tensor-parallel split (32.5 GB); per GPU under t = 4 with sequence "
-               "parallelism the recomputed layer holds 8.1 GB and the 40 stored inputs 3.4 GB."),
+    book_note=("The original edition prints ~4 × 8.1 = 32 GB for full recomputation (and ~44 GB "
+               "in total): four layers of its per-GPU 8.1 GB, as if four layers were recomputed "
+               "at once, and no stored inputs. Full recomputation keeps each layer's 16-bit "
+               "input and recomputes one layer at a time: the recomputed layer holds 8.1 GB and "
+               "the 40 stored inputs 3.4 GB, 11.5 GB per GPU."),
 )
 def _():
     inputs = activations.model_activation_bytes(_LAYERS, **_13B, tp=_TP, sequence_parallel=True,

@@ -48,9 +48,9 @@ def _():
     unit="days",
     hint="T = C / (P F η).",
     book_answer="25.4 days",
-    book_note=("The original edition's 25.4 days is what 1979 TFLOP/s per GPU gives, the H100's FP8 "
-               "(or sparse BF16) peak, not the dense BF16 989 TFLOP/s it uses elsewhere; at "
-               "989.4 TFLOP/s the run takes twice as long."),
+    book_note=("The original edition writes T = 10²⁴/(512 × 9.89 × 10¹⁴ × 0.45) and then divides"
+               " by 4.56 × 10¹⁷, twice that product (2.28 × 10¹⁷ FLOP/s), so it prints 25.4 "
+               "days; at 989.4 TFLOP/s and 45% MFU the run takes 50.8 days."),
 )
 def _():
     psi, d = scaling.rule_of_thumb(1e24)  # any split with 6ΨD = 1e24 takes the same time

@@ -88,9 +88,12 @@ def _():
     unit="",
     hint="Δw = ηφ(∇w + λw) with φ = ‖w‖/(‖∇w‖ + λ‖w‖); ‖∇w + λw‖ is a Pythagorean sum here.",
     book_answer=0.01,
-    book_note=("The original edition says LARS makes every layer's relative update equal to η. It is "
-               "η‖∇w + λw‖/(‖∇w‖ + λ‖w‖) <= η, with equality only for λ = 0 or a gradient along "
-               "w; here it is η/√2. LAMB, which divides by the norm of the step, gives exactly η."),
+    book_note=("The original edition derives, leaving weight decay out, that LARS makes every "
+               "layer's relative update equal to η. LARS runs with weight decay: its trust ratio"
+               " is ‖w‖/(‖∇w‖ + λ‖w‖) and its step η times that ratio times ∇w + λw, so the "
+               "relative update is η‖∇w + λw‖/(‖∇w‖ + λ‖w‖) <= η, with equality only for λ = 0 "
+               "or a gradient along w; here it is η/√2. LAMB, which divides by the norm of the "
+               "step, gives exactly η."),
 )
 def _():
     return float(bs.lars_relative_update(0.01, 10.0, 0.01, 1e-3, cos=0.0))
@@ -158,7 +161,8 @@ def _():
     choices=("a batch size", "a learning rate", "a loss"),
     hint="Multiply the loss by k: how do G² and GᵀHG change, and so their ratio?",
     book_answer="a batch size",
-    book_note=("Under L -> kL, G² scales by k² and GᵀHG by k³, so G²/H scales by 1/k like a "
+    book_note=("The original edition calls G²/H the critical batch size. Under L -> kL, G² "
+               "scales by k² and GᵀHG by k³, so G²/H scales by 1/k like a "
                "step size; it is ε_max, the best learning rate with an exact gradient. The "
                "batch sizes are B_noise = tr(HΣ)/GᵀHG and B_simple = tr Σ/|G|², both unchanged."),
 )

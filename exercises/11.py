@@ -67,10 +67,13 @@ def _pairwise_f32(values):
     hint="Neighbouring float32 numbers near 1 are 2**-23 apart; what happens to an addend "
          "smaller than half that?",
     book_answer=(1.0100002, 1.0099999),
-    book_note=("The original edition prints 1.0100002 for the sequential sum. Starting from 1.0, every "
-               "addition of 1e-8 rounds back to 1.0 (1e-8 is below half an ulp of 1, "
-               "2**-24 ≈ 6e-8), so the one-at-a-time sum is exactly 1.0; summing the small "
-               "values first, left to right, gives about 1.00997, not 1.0100002 either."),
+    book_note=("The original edition prints 1.0100002 for the sequential sum and 1.0099999 for "
+               "the tree, from code that puts the 1.0 after the million small values. Run, that "
+               "code gives 1.0099673 one at a time (the small values, summed first, lose 0.3% to"
+               " rounding) and 1.0099999 as a tree. In the order asked here, starting from 1.0, "
+               "every addition of 1e-8 rounds back to 1.0 (1e-8 is below half an ulp of 1, "
+               "2**-24 ≈ 6e-8), so the one-at-a-time sum is exactly 1.0; the tree of the small "
+               "values, with 1.0 added last, gives 1.01."),
 )
 def _():
     small = np.full(10**6, 1e-8, dtype=np.float32)

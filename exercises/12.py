@@ -113,17 +113,16 @@ _TWO_SIDED = comm.allreduce_time(16 * MB, 64, 5 * us, 50 * GB, "two_sided_ring",
     hint="Each half still needs its own reduce-scatter and all-gather of 2(P − 1) steps; "
          "only the bytes per step halve.",
     book_answer="0.63 ms",
-    book_note=("The original edition halves both terms, (P − 1)α + (P − 1)/P · n/β. With half "
-               "the buffer going each way round, each of the two rings still takes 2(P − 1) "
-               "steps for its half, so the latency term stays 2(P − 1)α; only the bandwidth "
-               "term halves. The original's figure is about what a different algorithm "
-               "reaches on the same direct links: the two-sided ring, which reduces each "
-               "block from both sides so that partial sums travel half-way round in each "
-               "direction and the steps halve too, takes "
-               + fmt_seconds(_TWO_SIDED) + " (P = 64 is even: one step more than the "
-               "original's formula, which is exact for odd P). On a switched fabric "
-               "(NVSwitch, an InfiniBand fat tree) no bidirectional ring moves the bytes "
-               "faster: a unidirectional ring already sends and receives at β on every port."),
+    book_note=("The original edition's bidirectional ring halves both terms of the ring's time, "
+               "(P − 1)α + (P − 1)/P · n/β, 0.63 ms here. With half the buffer going each way "
+               "round, each of the two rings still takes 2(P − 1) steps for its half, so the "
+               "latency term stays 2(P − 1)α; only the bandwidth term halves. Its figure is "
+               "about what a different algorithm reaches on the same direct links: the two-sided"
+               " ring, which reduces each block from both sides so that partial sums travel "
+               "half-way round in each direction and the steps halve too, takes 640 µs (one step"
+               " more than the halved formula for an even P such as 64). On a switched fabric "
+               "(NVSwitch, an InfiniBand fat tree) no bidirectional ring moves the bytes faster:"
+               " a unidirectional ring already sends and receives at β on every port."),
 )
 def _():
     return comm.allreduce_time(16 * MB, 64, 5 * us, 50 * GB, "bidirectional_ring", links="direct")

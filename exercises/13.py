@@ -84,7 +84,8 @@ def _step_comm(grad_bytes, tp_layers, tp_microbatches):
     unit="ms",
     hint="Each GPU holds 1/(TP·PP) of the gradient, and its stage has 80/PP layers.",
     book_answer="757 ms",
-    book_note=("The original edition all-reduces 140 GB / 8 = 17.5 GB per GPU, but with TP = 8 and "
+    book_note=("The original edition totals 757 ms. It all-reduces 140 GB / 8 = 17.5 GB per GPU, "
+               "but with TP = 8 and "
                "PP = 8 each GPU holds 140 GB / 64; it also counts 80 layers of TP "
                "all-reduces for one micro-batch instead of 10 layers for each of 8 "
                "(the same count here, by coincidence)."),

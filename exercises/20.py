@@ -1,7 +1,5 @@
 """Exercises for chapter 20, ZeRO: Zero Redundancy Optimizer."""
 
-import math
-
 from dtbook import memory, zero
 from dtbook.exercises import exercise
 from dtbook.units import ms
@@ -44,10 +42,10 @@ def _():
     unit=("GB", "GB"),
     hint="ZeRO-1: 4Ψ + 12Ψ/P; ZeRO-2: 2Ψ + 14Ψ/P.",
     book_answer=("30.6 GB", "17.1 GB"),
-    book_note=("The original edition's table gives 30.6 GB (ZeRO-1) and 17.1 GB (ZeRO-2) at "
-               "64 GPUs. Its own formulas give 28 + 84/64 = 29.3 GB and 14 + 98/64 = 15.5 GB; "
-               "the neighbouring columns (4, 8 and 256 GPUs) agree with the formulas, so the "
-               "64-GPU column is a slip."),
+    book_note=("The original edition's table gives 30.6 GB (ZeRO-1) and 17.1 GB (ZeRO-2) at 64 "
+               "GPUs. Its own formulas give 28 + 84/64 = 29.3 GB and 14 + 98/64 = 15.5 GB; its "
+               "4- and 8-GPU columns agree with the formulas (the 256-GPU ones within 0.1 GB), "
+               "so the 64-GPU column is a slip."),
 )
 def _():
     return memory.zero_state_bytes(7 * B, 64, 1), memory.zero_state_bytes(7 * B, 64, 2)
@@ -68,25 +66,28 @@ def _():
 
 @exercise(
     "20.5",
-    prompt=("ZeRO-3 on 64 GPUs, ring collectives with α = 10 μs and β = 100 GB/s, 150 TFLOP/s "
-            "per GPU, sequences of 2,048 tokens, bf16 parameters. How many sequences per GPU "
-            "must a step process for the (not overlapped) communication to cost at most 5% of "
-            "the compute, for a 13B model of 40 layers and a 70B model of 80 layers? Round up "
-            "to whole sequences; answer as a pair."),
+    prompt=("ZeRO-3 on 64 GPUs, ring collectives with α = 10 μs and β = 100 GB/s (an all-gather "
+            "or a reduce-scatter of n bytes over P ranks takes (P − 1)·α + (P − 1)/P · n/β), "
+            "150 TFLOP/s per GPU, sequences of 2,048 tokens, bf16 parameters. How many "
+            "sequences per GPU must a step process for the (not overlapped) communication to "
+            "cost 5% of the compute, for a 13B model of 40 layers and a 70B model of 80 layers? "
+            "Give each batch unrounded (the whole batch is the next integer up); answer as a "
+            "pair."),
     unit=("", ""),
     hint="Per layer two all-gathers and a reduce-scatter of Ψ/L parameters; compute is "
-         "6Ψ·B·S/F. The bandwidth term's ratio is s·F/(2β·B·S): Ψ cancels.",
+         "6Ψ·B·S/F. The bandwidth term's ratio is (P − 1)/P · F/(β·B·S): Ψ cancels; the "
+         "latency term 3L(P − 1)α does not.",
     book_answer=(8, 2),
-    book_note=("The original edition says the bandwidth term makes the model size cancel, "
-               "then gives B ≥ 8 for 13B and B ≥ 2 for 70B. The cancellation is right, so the "
-               "bandwidth term alone asks for s·F/(2β·S·0.05) = 14.6 sequences for every model; "
-               "the latency term, 3L(P − 1)α, adds a little and shrinks relative to compute as "
-               "the model grows: 16 sequences for 13B and 15 for 70B, not 8 and 2."),
+    book_note=("The original edition's table gives a minimum batch of 8 sequences for 13B and "
+               "2 for 70B at S = 2048. In its own formula the bandwidth term, 6Ψ/β against "
+               "6Ψ·B·S/F, does not depend on Ψ: every model needs about F/(β·S·0.05) = 14.6 "
+               "sequences (it finds 15 for 7B). The ring's (P − 1)/P and latency 3L(P − 1)α "
+               "make it 15.8 for 13B and 14.9 for 70B: 16 and 15 sequences, not 8 and 2."),
 )
 def _():
     args = (64, 2048, 10e-6, 100e9, 150e12)
-    return (math.ceil(zero.batch_for_overhead(13 * B, 40, *args)),
-            math.ceil(zero.batch_for_overhead(70 * B, 80, *args)))
+    return (float(zero.batch_for_overhead(13 * B, 40, *args)),
+            float(zero.batch_for_overhead(70 * B, 80, *args)))
 
 
 @exercise(
@@ -99,10 +100,10 @@ def _():
     hint="Add the two stages' memory and their traffic: ZeRO-3 sends 6(P − 1)/P bytes per "
          "parameter, ZeRO-2 4(P − 1)/P (a reduce-scatter and an all-gather).",
     book_answer=("3.72 GB", "38 GB"),
-    book_note=("The original edition counts the hybrid's traffic as 6Ψ_L + 2Ψ_S: for the "
-               "ZeRO-2 part it keeps the reduce-scatter of the gradients (2Ψ_S) and forgets the "
-               "all-gather of the updated parameters, another 2Ψ_S. With both, and the ring's "
-               "(P − 1)/P, the traffic is (6Ψ_L + 4Ψ_S)(P − 1)/P = 39.4 GB here."),
+    book_note=("The original edition counts the hybrid's traffic as 6Ψ_L + 2Ψ_S (38 GB here): "
+               "for the ZeRO-2 part it keeps the reduce-scatter of the gradients (2Ψ_S) and "
+               "forgets the all-gather of the updated parameters, another 2Ψ_S. With both, and "
+               "the ring's (P − 1)/P, the traffic is (6Ψ_L + 4Ψ_S)(P − 1)/P = 39.4 GB here."),
 )
 def _():
     mem = memory.zero_state_bytes(6 * B, 64, 3) + memory.zero_state_bytes(1 * B, 64, 2)
@@ -121,12 +122,12 @@ def _():
     hint="A gather takes n/β. On one link the gathers queue: the link must move 400 MB per "
          "layer, whatever the lookahead.",
     book_answer=(1, 2, "10 ms"),
-    book_note=("The original edition concludes that a lookahead of k = 2 hides the 16 ms "
-               "gather behind 10 ms of compute, so that layers run at compute speed. That "
-               "needs two gathers in flight each at the full 25 GB/s; on one link they share "
-               "it, the link must still move 400 MB per layer, and every layer takes "
-               "max(T_g, T_c) = 16 ms for any k ≥ 1. Lookahead hides latency, not a shortage "
-               "of bandwidth."),
+    book_note=("The original edition's table gives a lookahead of k = 2 at 25 GB/s, where a 16 "
+               "ms gather meets 10 ms of compute, as the lookahead that fully hides "
+               "communication: each layer would then take its 10 ms of compute. That needs two "
+               "gathers in flight each at the full 25 GB/s; on one link they share it, the link "
+               "must still move 400 MB per layer, and every layer takes max(T_g, T_c) = 16 ms "
+               "for any k ≥ 1. Lookahead hides latency, not a shortage of bandwidth."),
 )
 def _():
     tc = 10 * ms

@@ -75,23 +75,30 @@ def _():
             "Peak activation bytes on the first stage: without recomputation, with √L "
             "checkpointing in the conservative form (a kept input costs a whole layer, "
             "k = √20), and with full recomputation (keep every layer's input, recompute one "
-            "layer at a time)? Answer as a triple."),
+            "layer at a time)? The stage runs one backward pass at a time. Answer as a triple."),
     unit=("GB", "GB", "MB"),
-    hint="The first stage holds p micro-batches in flight; each keeps (L/k)·boundary + "
-         "k·M_layer.",
+    hint="The first stage holds p micro-batches in flight, each keeping its (L/k) checkpoints; "
+         "a stage runs one backward at a time, so one block of k layers is recomputed at once: "
+         "p·(L/k)·boundary + k·M_layer.",
     book_answer=("5.12 GB", "2.3 GB", "256 MB"),
-    book_note=("The original edition gives 256 MB for full recomputation: p·(L/p)·M_layer "
-               "times a factor 1/(L/p), that is one layer's activations per micro-batch. "
-               "Full recomputation still keeps the input of each of the 20 layers of every "
-               "micro-batch in flight: 4 × (20 × 4 MB + 64 MB) = 576 MB. The other two "
-               "figures agree."),
+    book_note=("The original edition gives 2.3 GB for √L checkpointing, 4 × 2 × 4.5 × 64 MB, "
+               "and 256 MB for full checkpointing, 4 × 64 MB. The first counts a recomputed "
+               "block for each of the 4 micro-batches in flight, but a stage runs one backward "
+               "at a time, so only one block is live: 4 × (20/√20) × 64 MB + √20 × 64 MB = "
+               "1.43 GB. The second keeps one layer's activations per micro-batch and no "
+               "recomputed layer; keeping each of the 20 layer inputs (4 MB) of the 4 "
+               "micro-batches and recomputing one layer at a time takes 4 × 20 × 4 MB + 64 MB "
+               "= 384 MB. The 5.12 GB without recomputation agrees."),
 )
 def _():
-    p = memory.activations_in_flight(4, 8)
-    layer, boundary = 64 * MB, 4 * MB
-    return (p * 20 * layer,
-            p * activations.checkpointed_activation_bytes(20, layer, activations.optimal_checkpoint_interval(20)),
-            p * activations.checkpointed_activation_bytes(20, layer, 1, boundary_bytes=boundary))
+    p = memory.activations_in_flight(4, 8)  # micro-batches in flight on the first stage
+    layers, layer, boundary = 20, 64 * MB, 4 * MB
+    k = activations.optimal_checkpoint_interval(layers)
+    # p micro-batches keep (L/k) inputs each; one block of k layers is live in backward:
+    # the checkpointed form over p·L layers, as memory.device_memory counts a stage
+    return (p * layers * layer,
+            float(activations.checkpointed_activation_bytes(p * layers, layer, k)),
+            activations.checkpointed_activation_bytes(p * layers, layer, 1, boundary_bytes=boundary))
 
 
 @exercise(

@@ -46,11 +46,21 @@ def _():
 
 @exercise(
     "24.4",
-    prompt=("Same pipeline (16 stages, 32 microbatches). Going from v = 1 to v = 2 pays when the "
-            "pipeline communication of one pass, T_comm, is below what fraction of the step's "
-            "work T_work?"),
-    hint="Δbubble·T_work > (v − 1)·T_comm with v = 2: the gain is zero at T_comm = Δbubble·T_work.",
+    prompt=("Same pipeline (16 stages, 32 microbatches). Take the chapter's step model: a step "
+            "is m slots of work over (1 − bubble), and with v chunks per GPU the bubble is "
+            "(P − 1)/(v·m + P − 1) while the pipeline's sends grow by (v − 1)·T_comm, T_comm "
+            "being the pipeline communication of one pass. Going from v = 1 to v = 2 pays when "
+            "T_comm is below what fraction of T_work, the step's time at v = 1 (bubble "
+            "included, sends left out)?"),
+    hint=("v chunks idle (P − 1)/v slots instead of P − 1: the time saved is b₁·(1 − 1/v)·T_work "
+          "with b₁ = (P − 1)/(m + P − 1), the same as T_work·(b₁ − b₂)/(1 − b₂); Δbubble·T_work "
+          "is only its first-order value."),
     book_answer=0.129,
+    book_note=("The original edition says v = 2 pays when 0.129·T_c > T_comm, Δbubble times the "
+               "compute time. Δbubble is the fall of a share of two different step times; the "
+               "idle time two chunks remove is half the v = 1 step's idle slots, b₁·T/2 with b₁ "
+               "= 15/47, so v = 2 pays below 15/94 = 0.160 of the v = 1 step (or 15/64 = 0.234 "
+               "of its compute alone). Δbubble·T is only the first-order term."),
 )
 def _():
     # the gain is linear in T_comm and vanishes where T_comm/T_work equals the answer
@@ -95,11 +105,15 @@ def _axis_times():
     choices=("TP", "PP", "DP"),
     hint="Multiply the per-microbatch TP time by the microbatches of the step.",
     book_answer="DP",
-    book_note=("The original edition prices TP at 18 ms, PP at 43 ms and DP at 66 ms per step and "
-               "calls DP the bottleneck. Its TP figure is one microbatch's: a step runs 32 of "
-               "them, and each runs 4(L/P) all-reduces, so TP costs the most by far. Its DP "
-               "figure also counts Ψ/(T·P) gradients as bytes, leaving out the 2 bytes of each "
-               "bf16 value."),
+    book_note=("The original edition prices TP at 18 ms, PP at 43 ms and DP at 66 ms per step, "
+               "on 450 GB/s NVLink and 50 GB/s InfiniBand, and calls DP the bottleneck. It "
+               "counts 2 bytes per bf16 value, but prices a ring all-reduce at (N − 1)/N of the "
+               "buffer instead of 2(N − 1)/N, for TP and DP alike. Its TP total, 100 MB for each "
+               "of 80 layers, is one pass of 2 all-reduces per layer, while each GPU of the "
+               "4-stage pipeline runs 4 all-reduces (2 forward, 2 backward) in each of its "
+               "40/4 = 10 layers for every one of the step's 32 microbatches; its PP figure "
+               "counts the forward sends only. Counted so, on its own links TP takes 294 ms, "
+               "DP 141 ms and PP 86 ms: TP costs the most by far."),
 )
 def _():
     times = _axis_times()

@@ -77,12 +77,12 @@ def _():
     hint=("Dense weights are split by TP·PP, expert weights by TP·PP·EP; each parameter "
           "carries 2 + 2 + 4 + 8 bytes."),
     book_answer=31,
-    book_note=("The original edition adds 3.1 GB of dense and 3.1 GB of expert weights to "
-               "24.8 GB of optimizer state ('4 × the parameters, m and v only'), 31 GB, and "
-               "reaches about 65 GB with 34 GB of activations. That is 10 bytes per parameter: "
-               "it leaves out the bf16 gradients (2 bytes) and the fp32 master weights "
-               "(4 bytes). With all 16 bytes the model state is 50 GB, and with the same "
-               "activations the GPU needs about 84 GB, more than an 80 GB H100 holds; ZeRO-1 "
+    book_note=("The original edition adds 3.1 GB of dense and 3.1 GB of expert weights to 24.8 "
+               "GB of optimizer state (4 × the 2-byte weights: Adam's m and v in fp32), 31 GB, "
+               "and reaches about 65 GB with 34 GB of activations. That is 10 bytes per "
+               "parameter: it leaves out the bf16 gradients (2 bytes) and the fp32 master "
+               "weights (4 bytes). With all 16 bytes the model state is 50 GB, and with the same"
+               " activations the GPU needs about 84 GB, more than an 80 GB H100 holds; ZeRO-1 "
                "over the ranks that replicate each weight brings the state back to about 13 GB."),
 )
 def _():

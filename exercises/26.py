@@ -74,15 +74,13 @@ def _():
 @exercise(
     "26.5",
     prompt=("With the asynchronous checkpoint of 26.4 (blocking 1.5625 s) and an MTBF of 2 h, "
-            "what is Young's interval, and the total first-order overhead at it (checkpoint "
-            "time plus expected lost work)? Answer as a pair."),
+            "in Young's first-order model (a checkpoint costs only its blocking time, and a "
+            "failure loses on average half an interval; a failure during the background write, "
+            "which would lose that checkpoint too, is left out): what is Young's interval, and "
+            "the total overhead at it (checkpoint time plus expected lost work, as a fraction "
+            "of the run)? Answer as a pair."),
     unit=("s", ""),
     hint="At the optimum the overhead is √(2δ/MTBF), half of it writing, half lost work.",
-    book_answer=("150 s", 0.010),
-    book_note=("The original edition gives a waste of 1.0% at the 150 s interval. That is "
-               "only the checkpointing half, δ/I* = 1.5625/150; the expected lost work "
-               "I*/(2·MTBF) = 150/14,400 is as large again at the optimum, so the overhead is "
-               "√(2δ/MTBF) = 2.1%."),
 )
 def _():
     delta = resilience.async_checkpoint_time(50 * GB, 32 * GB)

@@ -72,9 +72,9 @@ def _():
             "per GPU-hour. A grid search needs 1000 trials, a Bayesian search 50. How many hours "
             "of wall-clock and how many dollars does the Bayesian search save? Answer as a "
             "pair (hours, dollars)."),
-    unit=("h", ""),
+    unit=("h", "$"),
     hint="Hours = trials × 0.1 h; dollars = hours × 64 GPUs × 4 dollars.",
-    book_answer=(95, 24320),
+    book_answer=(95, "$24,320"),
 )
 def _():
     hours = (1000 - 50) * 6 / 60
@@ -136,10 +136,11 @@ def _():
             "have TP·PP·DP = 1024?"),
     hint="With N = 2ᵏ, choose exponents a + b + c = k: stars and bars.",
     book_answer=50,
-    book_note=("The original edition puts the number of (DP, PP, TP) combinations for 1024 "
-               "GPUs at about 50. With N = 2¹⁰ the exponents a + b + c = 10 have C(12, 2) = 66 "
-               "solutions; about 50 is what is left only after capping TP (with TP ≤ 8 there "
-               "are 38)."),
+    book_note=("The original edition lets DP run to 1024, PP to 32 and TP to 8 and puts the "
+               "(DP, PP, TP) combinations for 1024 GPUs at about 50. Under those caps there "
+               "are 4 × 6 = 24 (each of the 4 TP and 6 PP values leaves a power-of-two DP); "
+               "with no cap, the exponents a + b + c = 10 of N = 2¹⁰ have C(12, 2) = 66 "
+               "solutions. Neither is about 50."),
 )
 def _():
     return len(_triples(1024))

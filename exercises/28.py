@@ -102,15 +102,16 @@ def _():
     "28.7",
     prompt=("A sparse all-reduce all-gathers every rank's top 1 % (fp16 values, int32 "
             "indices); the dense alternative is a ring all-reduce of the fp16 gradient. "
-            "Counting bandwidth only, above how many ranks does the all-gather move more "
-            "bytes per rank than the dense ring?"),
+            "Counting bandwidth only, from how many ranks on (the smallest whole number P) "
+            "does the all-gather move more bytes per rank than the dense ring?"),
     unit="",
     hint="All-gather: (P − 1)/P · P·k·6 bytes; ring all-reduce: 2(P − 1)/P · 2d bytes. "
-         "Set them equal with k = d/100.",
+         "Set them equal with k = d/100, then take the first whole P above the crossing.",
 )
 def _():
     d, k = 1e9, 1e7
-    return 2 * 2 * d / cz.sparse_message_bytes(k, 2, 4)
+    crossing = 2 * 2 * d / cz.sparse_message_bytes(k, 2, 4)  # 66.7 ranks: equal bytes
+    return math.floor(crossing) + 1  # the first P with strictly more
 
 
 @exercise(

@@ -1,5 +1,7 @@
 """Exercises for chapter 29, Asynchrony and Local SGD."""
 
+import math
+
 from dtbook import data_parallel as dp
 from dtbook import local_sgd as ls
 from dtbook.exercises import exercise
@@ -46,14 +48,17 @@ def _():
     prompt=("Local SGD: a step computes in T_c = 100 ms, a parameter all-reduce takes "
             "T_comm = 50 ms, and the replicas' drift costs κ = λγ = 1 ms of extra training "
             "time per step for each step of the sync interval H (a penalty λ = 1000 on a "
-            "drift γ = 0.001 ms per step). Which H minimises C(H) = T_c + T_comm/H + κH, and "
-            "what is C there? Answer as a pair."),
+            "drift γ = 0.001 ms per step). H is a whole number of steps: which H minimises "
+            "C(H) = T_c + T_comm/H + κH, and what is C there? Answer as a pair."),
     unit=("", "ms"),
-    hint="Set dC/dH = −T_comm/H² + κ to zero; at the optimum the two H-terms are equal.",
+    hint="Set dC/dH = −T_comm/H² + κ to zero for the real optimum √(T_comm/κ), then compare C "
+         "at the whole numbers on either side of it.",
 )
 def _():
-    h = ls.optimal_interval(50 * ms, 1 * ms)
-    return float(h), ls.sync_interval_cost(h, 100 * ms, 50 * ms, 1 * ms)
+    best = ls.optimal_interval(50 * ms, 1 * ms)  # the real optimum, √50 = 7.07
+    h = min((math.floor(best), math.ceil(best)),
+            key=lambda n: ls.sync_interval_cost(n, 100 * ms, 50 * ms, 1 * ms))
+    return float(h), float(ls.sync_interval_cost(h, 100 * ms, 50 * ms, 1 * ms))
 
 
 @exercise(
@@ -72,7 +77,8 @@ def _():
     prompt=("DiLoCo on 8 workers syncs a 150 × 10⁶-parameter model every H = 500 inner "
             "steps, all-reducing an fp32 pseudo-gradient over a ring. How many bytes does "
             "each worker send per inner step, and how many times fewer than data "
-            "parallelism's all-reduce of fp32 gradients every step? Answer as a pair."),
+            "parallelism's all-reduce of fp32 gradients every step? Answer as a pair (MB, "
+            "factor)."),
     unit=("MB", ""),
     hint="A ring all-reduce sends 2(P − 1)/P · n per rank; divide by H.",
 )

@@ -11,7 +11,7 @@ _128K = 128 * 1024
     "31a.1",
     prompt=("Llama 3 70B (80 layers, 64 query heads, 8 key-value heads of width 128) serves "
             "one sequence of 128K = 131072 tokens with a bf16 KV cache. How many bytes does "
-            "the cache hold?"),
+            "the cache hold? Answer in GB."),
     unit="GB",
     hint="2·g·d_h·2 bytes per token per layer, times S tokens, times L layers.",
 )
@@ -23,7 +23,7 @@ def _():
 @exercise(
     "31a.2",
     prompt=("The same shape with multi-head attention (a key and a value for each of the 64 "
-            "heads): how many bytes does the 128K-token bf16 cache hold?"),
+            "heads): how many bytes does the 128K-token bf16 cache hold? Answer in GB."),
     unit="GB",
     hint="g = A = 64: eight times the GQA cache. Mind GB (10⁹) against GiB (2³⁰).",
 )
@@ -37,7 +37,7 @@ def _():
     prompt=("A Mistral-7B-like model: 32 layers, 8 key-value heads of width 128, bf16, a "
             "sliding window of 4096 keys. What does one layer's cache hold for one sequence "
             "at S = 32768 tokens, and by what factor is that smaller than the same layer "
-            "with 32-head MHA and no window? Answer as a pair."),
+            "with 32-head MHA and no window? Answer as a pair (MB, factor)."),
     unit=("MB", ""),
     hint="The window caps the tokens at min(S, w); the two savings multiply: (A/g)·(S/w).",
 )
@@ -66,7 +66,8 @@ def _():
     prompt=("DeepSeek-V3's MLA caches a latent of width 512 and one shared RoPE key of width "
             "64 per token per layer, in bf16. Its 128 heads would otherwise each keep a key "
             "of width 192 (128 + 64) and a value of width 128. How many bytes per token per "
-            "layer does MLA keep, and how many times fewer than that MHA? Answer as a pair."),
+            "layer does MLA keep, and how many times fewer than that MHA? Answer as a pair "
+            "(bytes, factor)."),
     unit=("B", ""),
     hint="(d_c + d_r)·2 against A·(d_k + d_v)·2.",
 )

@@ -4,8 +4,11 @@
     python scripts/nbtidy.py --check chapters/*/*.ipynb   # exit 1 if any would change
 
 Idempotent. For each notebook it
-- moves the glue() calls that end a code cell into a cell of their own, and tags every cell
-  that only glues, imports or seeds ``remove-input``: bookkeeping is not shown on the page;
+- moves the glue() calls that end a code cell into a cell of their own, and the imports (and
+  seeds) that open one into a cell of their own before it, and tags every cell that only
+  glues, imports or seeds ``remove-input``: bookkeeping is not shown on the page;
+- turns "chapter 20" (and "chapters 14 and 31") in the prose into links to those chapters,
+  so chapters link each other (a chapter's mention of itself stays plain text);
 - makes the first code cell the one that installs dtbook where it is missing (Colab, a bare
   kernel), from the repository address in _config.yml, tagged ``remove-cell``;
 - puts the grading policy, ``dtbook.exercises.PRECISION_POLICY``, in the exercise preamble;
@@ -138,6 +141,106 @@ def split_trailing_glue(cells: list) -> list:
     return out
 
 
+def split_leading_imports(cells: list) -> list:
+    """A code cell that opens with imports (or seeds) and goes on to compute becomes two: the
+    opening bookkeeping moves to a hidden cell right before it. Nothing runs in between, so
+    the notebook computes the same; the page shows the setup that teaches (the catalog
+    entries a chapter works with), not the import list."""
+    out = []
+    for cell in cells:
+        text = _source(cell)
+        if cell["cell_type"] != "code" or text.startswith(INSTALL_MARK):
+            out.append(cell)
+            continue
+        try:
+            body = ast.parse(text).body
+        except SyntaxError:
+            out.append(cell)
+            continue
+        lead = 0
+        while lead < len(body) and is_bookkeeping(body[lead]) and not _is_glue(body[lead]):
+            lead += 1
+        if lead == 0 or lead == len(body) or not any(
+                isinstance(n, (ast.Import, ast.ImportFrom)) for n in body[:lead]):
+            out.append(cell)
+            continue
+        lines = text.splitlines(keepends=True)
+        cut = body[lead].lineno - 1
+        # comment lines just above the first computing statement belong to it
+        while cut > body[lead - 1].end_lineno and lines[cut - 1].lstrip().startswith("#"):
+            cut -= 1
+        head = "".join(lines[:cut]).strip("\n")
+        out.append(_new_code_cell(head, ["remove-input"]))
+        _set(cell, "".join(lines[cut:]).strip("\n"))
+        out.append(cell)
+    return out
+
+
+def _chapter_files() -> dict:
+    """{(6, ""): Path(".../06-estimation-discipline.ipynb"), (13, "a"): ...} from the table of
+    contents: the chapters a reference can link to."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    found = {}
+    for part in toc.get("parts", []):
+        for entry in part.get("chapters", []):
+            path = ROOT / (entry["file"] + ".ipynb")
+            m = re.match(r"(\d+)([a-z]?)-", path.name)
+            if m and path.exists():
+                found[(int(m.group(1)), m.group(2))] = path
+    return found
+
+
+# Spans a chapter reference is never rewritten in: links already made, inline code and roles,
+# math, and whole lines that are headings or directive titles and options.
+_PROTECTED = re.compile(r"^#.*$|^```.*$|^:::.*$|^:\w+:.*$|\[[^\]\n]*\]\([^)\n]*\)|`[^`\n]*`"
+                        r"|\$\$[\s\S]*?\$\$|\$[^$]+\$|<[^>\n]+>", re.M)
+_NUMBER = r"\d{1,2}[a-z]?\b"
+CHAPTER_REFERENCE = re.compile(
+    r"\b([Cc]hapters?)(\s+)(" + _NUMBER + r"(?:(?:,\s*|,?\s+and\s+|\s+or\s+|\s*–\s*|\s+to\s+)"
+    + _NUMBER + r")*)")
+
+
+def link_chapter_references(text: str, here: Path, chapters: dict) -> str:
+    """'chapter 20' -> '[chapter 20](../05-memory/20-zero-sharding.ipynb)' outside protected
+    spans; each number of 'chapters 14 and 31' gets its own link."""
+    import os
+
+    def target(number: str):
+        m = re.fullmatch(r"(\d+)([a-z]?)", number)
+        path = chapters.get((int(m.group(1)), m.group(2)))
+        if path is None or path.resolve() == here.resolve():
+            return None
+        return os.path.relpath(path, here.parent).replace(os.sep, "/")
+
+    def rewrite(m):
+        word, space, numbers = m.groups()
+        parts = re.split(r"(\d{1,2}[a-z]?)", numbers)
+        linked = [(p, target(p)) if i % 2 else (p, None) for i, p in enumerate(parts)]
+        if not any(t for _, t in linked):
+            return m.group(0)
+        if word.lower() == "chapter":  # one number: the whole phrase is the link text,
+            return f"[{word} {numbers}]({linked[1][1]})"  # on one line so it stays one link
+        return word + space + "".join(f"[{p}]({t})" if t else p for p, t in linked)
+
+    out, last = [], 0
+    for span in _PROTECTED.finditer(text):
+        out.append(CHAPTER_REFERENCE.sub(rewrite, text[last:span.start()]))
+        out.append(span.group(0))
+        last = span.end()
+    out.append(CHAPTER_REFERENCE.sub(rewrite, text[last:]))
+    return "".join(out)
+
+
+def link_chapters(cells: list, here: Path) -> None:
+    chapters = _chapter_files()
+    for cell in cells:
+        if cell["cell_type"] == "markdown":
+            text = _source(cell)
+            linked = link_chapter_references(text, here, chapters)
+            if linked != text:
+                _set(cell, linked)
+
+
 def tag_bookkeeping(cells: list) -> None:
     for cell in cells:
         if cell["cell_type"] != "code":
@@ -192,9 +295,12 @@ def strip_outputs(cells: list) -> None:
             cell["outputs"], cell["execution_count"] = [], None
 
 
-def tidy(nb: dict, url: str) -> dict:
+def tidy(nb: dict, url: str, path: Path | None = None) -> dict:
     cells = split_trailing_glue(nb["cells"])
+    cells = split_leading_imports(cells)
     tag_bookkeeping(cells)
+    if path is not None:
+        link_chapters(cells, path)
     cells = ensure_install_cell(cells, url)
     ensure_policy(cells)
     strip_outputs(cells)
@@ -208,7 +314,7 @@ def main(argv) -> int:
     url, changed = repository_url(), []
     for path in paths:
         before = path.read_text(encoding="utf-8")
-        nb = tidy(json.loads(before), url)
+        nb = tidy(json.loads(before), url, path)
         after = json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
         if after != before:
             changed.append(path)

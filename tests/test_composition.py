@@ -73,11 +73,33 @@ def test_megatron_flops_match_the_run_catalog_and_recompute_is_one_forward():
         assert extra == pytest.approx(one_forward)
 
 
-def test_interleaving_gain_breaks_even_at_the_bubble_difference():
+def test_interleaving_gain_breaks_even_where_the_idle_time_removed_equals_the_sends_added():
     p, m, v = 16, 32, 2
-    delta = composition.interleaving_gain(p, m, v, 1.0, 0.0)
-    assert composition.interleaving_gain(p, m, v, 1.0, delta / (v - 1)) == pytest.approx(0, abs=1e-15)
+    # by hand: the 1F1B bubble is 15/47 of the step's work; two chunks halve the idle slots,
+    # removing 15/94 of it, and add one more pass of sends: break-even at T_comm = 15/94·T_work
+    assert composition.interleaving_gain(p, m, v, 1.0, 0.0) == pytest.approx(15 / 94)
+    assert composition.interleaving_gain(p, m, v, 1.0, 15 / 94) == pytest.approx(0, abs=1e-15)
     assert composition.interleaving_gain(p, m, 1, 1.0, 5.0) == 0
+
+
+@pytest.mark.parametrize("p, m, v", [(2, 4, 2), (4, 8, 2), (4, 8, 4)])
+def test_step_time_charges_a_send_per_chunk_as_the_simulator_does(p, m, v):
+    # a blocking send of t_s after every chunk's forward and backward lengthens each chunk
+    # op by t_s: a stage's forward (v chunks) by v·t_s, its backward likewise
+    t_f, t_b, t_s = 1.0, 2.0, 0.125
+    sim = schedules.simulate("interleaved-1f1b", p, m, virtual_stages=v,
+                             t_forward=t_f + v * t_s, t_backward=t_b + v * t_s)
+    assert composition.step_time(t_f + t_b, 0.0, p, m, virtual_stages=v, t_p2p=2 * t_s) \
+        == pytest.approx(sim.makespan)
+
+
+def test_interleaving_gain_is_the_step_models_difference():
+    tc, ttp, tpp, p, m, v = sp.symbols("T_c T_TP T_PP P m v", positive=True)
+    t_work = (m + p - 1) * (tc + ttp)            # v = 1, without the sends
+    got = composition.interleaving_gain(p, m, v, t_work, m * tpp)
+    want = (composition.step_time(tc, ttp, p, m, t_p2p=tpp)
+            - composition.step_time(tc, ttp, p, m, virtual_stages=v, t_p2p=tpp))
+    assert sp.simplify(got - want) == 0
 
 
 def test_latency_and_scaling_against_comm():
@@ -96,5 +118,7 @@ def test_symbolic_step_time():
 def test_bad_inputs_name_the_argument():
     with pytest.raises(ValueError, match="pp"):
         composition.step_time(1.0, 0.1, 0, 8)
+    with pytest.raises(ValueError, match="t_p2p"):
+        composition.step_time(1.0, 0.1, 4, 8, t_p2p=-1.0)
     with pytest.raises(ValueError, match="tp"):
         composition.megatron_rank_params(16, 2, 0)

@@ -469,3 +469,51 @@ def test_gib_gb_confusion_is_named(nbytes):
     assert "GiB vs GB" in ex.grade(typed).message
     assert ex.grade(f"{nbytes / GiB:.6g} GiB").correct
     assert math.isclose(parse_quantity(typed).value / nbytes, GiB / GB, rel_tol=1e-5)
+
+
+# ---- exercises whose reference must stay the library's own count (issue 20) ------------------
+
+def test_21_5_counts_a_stage_as_device_memory_does():
+    """21.5's reference is checkpointed_activation_bytes over the p·L kept inputs of the
+    micro-batches in flight plus one recomputed block: the count memory.device_memory makes."""
+    from dtbook import activations as act, memory
+    layers, pp, m, b, s, h, a = 16, 4, 8, 2, 1024, 1024, 16
+    opts = dict(value_bytes=2, mask_bytes=1, dropout=False, attention="flash")
+    layer = sum(act.activation_breakdown(b, s, h, a, **opts).values())
+    kept = act.activation_breakdown(b, s, h, a, recompute="full", **opts)["layer_input"]
+    in_flight = memory.activations_in_flight(pp, m)
+    for k in (1, 2, 4):
+        whole = memory.device_memory(1e9, layers, h, a, 32000, batch=b, seq=s, pp=pp,
+                                     microbatches=m, recompute=k)["activations"]
+        assert whole == pytest.approx(act.checkpointed_activation_bytes(
+            in_flight * layers // pp, layer, k, boundary_bytes=kept))
+    # and the exercise's numbers written out: p·(L/k)·boundary + k·M_layer
+    p, mb = 4, 1e6
+    assert get("21.5").solution() == pytest.approx(
+        (p * 20 * 64 * mb, p * 20 / math.sqrt(20) * 64 * mb + math.sqrt(20) * 64 * mb,
+         p * 20 * 4 * mb + 64 * mb))
+
+
+def test_24_4_is_the_simulators_saving():
+    """24.4: the share of the v = 1 step that two chunks save, from the discrete-event
+    simulator of the two schedules (backward twice the forward), equals the reference."""
+    from dtbook import schedules
+    one = schedules.simulate("1f1b", 16, 32, t_forward=1.0, t_backward=2.0).makespan
+    two = schedules.simulate("interleaved-1f1b", 16, 32, virtual_stages=2, t_forward=1.0,
+                             t_backward=2.0).makespan
+    assert get("24.4").solution() == pytest.approx((one - two) / one, rel=1e-9)
+    b1, b2 = 15 / 47, 15 / 79
+    assert get("24.4").solution() == pytest.approx((b1 - b2) / (1 - b2))
+
+
+def test_whole_number_answers_are_the_whole_optimum():
+    """28.7 and 29.3 ask for whole numbers: the first P at which the all-gather sends more
+    (bytes written out per rank), and the whole H with the lowest C(H)."""
+    d, k = 1e9, 1e7
+    gather = lambda p: (p - 1) / p * p * k * (2 + 4)   # noqa: E731 -- fp16 value, int32 index
+    ring = lambda p: 2 * (p - 1) / p * 2 * d           # noqa: E731 -- fp16 ring all-reduce
+    first = get("28.7").solution()
+    assert gather(first) > ring(first) and gather(first - 1) <= ring(first - 1)
+    cost = lambda h: 100e-3 + 50e-3 / h + 1e-3 * h     # noqa: E731 -- C(H) in seconds
+    h, c = get("29.3").solution()
+    assert h == min(range(1, 100), key=cost) and c == pytest.approx(cost(h))

@@ -172,3 +172,74 @@ def test_fuzz_never_raises_and_never_accepts_non_finite(ex_id, answer):
     assert r.status in ("correct", "wrong", "invalid", "unanswered")
     if isinstance(answer, (str, float)) and re.search(r"inf|nan|999|/0|\*\*-1", str(answer).lower()):
         assert not r.correct, (answer, r.message)
+
+
+# ---- issue 20: functions, tuples typed as one string, base units, the unit named ----------------
+
+@pytest.mark.parametrize("ex_id,answer", [
+    ("14.5", ("exp(-1.5)", "0.524")), ("14.5", "exp(-1.5), 0.524"),
+    ("21.1", ("sqrt(48)", "13.86 GB", "sqrt(48)/2")), ("21.1", ("√48", "2*sqrt(48) GB", "√(48)/2")),
+    ("21.6", ("1/12", "1/6", "1/3")), ("21.6", "1/12, 1/6, 1/3"),
+    ("14.3", "79.2%, 100.8 ms"), ("14.3", "(79.2%; 100.8 ms)"), ("14.3", "[79.2 %, 100.8ms]"),
+    ("27.4", "95 h, $24,320"), ("27.4", ("95 h", "$24,320")), ("27.4", (95, 24320)),
+    ("27.4", ("95 hours", "$24.32k")), ("01.1", "sqrt(208)*sqrt(208) GB"),
+    ("24.4", "1 - (1 - 15/47)/(1 - 15/79)"),
+])
+def test_functions_and_tuples_typed_as_strings_are_read(ex_id, answer):
+    r = grade(ex_id, answer)
+    assert r.correct, r.message
+
+
+@pytest.mark.parametrize("ex_id,answer,phrase", [
+    ("14.5", ("exp(-1.6)", "0.524"), "too low"),
+    ("21.1", ("sqrt(50)", "13.86 GB", "sqrt(48)/2"), "too high"),
+    ("14.3", "79.2%, 50.4 ms", "factor of 2"),
+])
+def test_computed_answers_are_still_graded(ex_id, answer, phrase):
+    r = grade(ex_id, answer)
+    assert not r.correct and r.status == "wrong" and phrase in r.message, r.message
+
+
+@pytest.mark.parametrize("ex_id,answer,phrase", [
+    ("01.1", "sqrt(banana)", "could not compute"), ("01.1", "sqrt(48", "could not read"),
+    ("01.1", "exp(10**10)", "too large"), ("01.1", "exp(1000)", "too large"),
+    ("01.1", "sqrt(__import__('os'))", "could not compute"), ("01.1", "sqrt(48) parsecs", "could not"),
+    ("14.3", "79.2%, 100.8 ms, 3", "does not split into 2 parts"),
+    ("14.3", "79.2%", "does not split into 2 parts"), ("27.4", "$24,320", "does not split"),
+    ("14.3", "79.2%, banana", "? #2"),
+])
+def test_bad_computed_strings_are_explained(ex_id, answer, phrase):
+    r = grade(ex_id, answer)
+    assert not r.correct and r.status in ("invalid", "wrong") and phrase in r.message, r.message
+    assert not re.search(r"\w+Error|Exception|Traceback", r.message), r.message
+
+
+@pytest.mark.parametrize("ex_id,answer", [
+    ("31a.1", 42949672960), ("31a.1", "42949672960"), ("31a.1", "2*80*8*128*2*131072"),
+    ("31a.1", np.int64(42949672960)), ("29.5", (2.1e6, 500)),
+])
+def test_a_bare_number_in_base_units_is_accepted_with_a_note(ex_id, answer):
+    r = grade(ex_id, answer)
+    assert r.correct and "bytes; a bare number here is read in" in r.message, r.message
+
+
+def test_base_units_only_for_a_bare_number_and_a_factor_of_a_million():
+    assert not grade("31a.1", "42949672960 GB").correct       # a unit typed is the unit meant
+    assert grade("31a.1", "42949672960 B").correct             # and bytes typed are bytes
+    assert "read" not in grade("31a.1", 42.95).message         # the display unit: no note
+    r = grade("04.1", 0.3995)                                  # s for ms: 10³ stays a slip
+    assert not r.correct and "unit prefix" in r.message
+
+
+def test_every_answer_format_names_its_units():
+    for ex_id, ex in registry().items():
+        fmt = ex.answer_format()
+        msg = ex.grade(...).message
+        assert fmt in msg and "not answered yet" in msg, ex_id
+        units = ex.unit if isinstance(ex.unit, (tuple, list)) else (
+            list(ex.unit.values()) if isinstance(ex.unit, dict) else [ex.unit])
+        for u in units:
+            if u and u not in ("$", "%"):
+                assert u in fmt, (ex_id, u, fmt)
+    assert get("31a.1").answer_format() == "a number in GB, or a string with its unit"
+    assert get("27.4").answer_format().startswith("a tuple (h, dollars); a bare number is read")

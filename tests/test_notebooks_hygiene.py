@@ -248,3 +248,81 @@ def test_glued_numbers_never_print_as_1e_plus(path):
         if cell["cell_type"] == "code" and "glue(" in src:
             bad = re.findall(r"\{[^{}]+?:,?\.\d+[ge]\}", src)
             assert not bad, f"glue formats {bad}: use units.fmt_num or fmt_sci"
+
+
+# ---- chapters link each other; setup and bookkeeping stay off the page (issue 20) ---------------
+
+def _chapter_numbers() -> dict:
+    """{"06": path, "13a": path}: every chapter in the book by its number, read from the files."""
+    found = {}
+    for path in NOTEBOOKS:
+        m = re.match(r"(\d+[a-z]?)-", path.name)
+        if m:
+            found[m.group(1)] = path
+    return found
+
+
+def _prose(text: str) -> str:
+    """Markdown with what a reference may legitimately sit in removed: links, inline code,
+    math, headings and directive lines (an exercise title is not a place for a link)."""
+    text = "\n".join(line for line in text.splitlines()
+                     if not re.match(r"\s*(#|```|:::|:\w+:)", line))
+    text = re.sub(r"\$\$.*?\$\$", " ", text, flags=re.S)
+    text = re.sub(r"\$[^$]+\$", " ", text)
+    text = re.sub(r"\[[^\]\n]*\]\([^)\n]*\)", " ", text)
+    return re.sub(r"`[^`\n]*`", " ", text)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_chapter_references_are_links(path):
+    """'chapter 20' in the prose is a link to chapter 20 (DESIGN.md, "What the page shows"),
+    every link to a notebook reaches one, and no page points at a chapter the book lacks."""
+    numbers = _chapter_numbers()
+    own = re.match(r"(\d+[a-z]?)-", path.name).group(1)
+    plain, broken = [], []
+    for cell in _cells(path):
+        if cell["cell_type"] != "markdown":
+            continue
+        text = _source(cell)
+        for target in re.findall(r"\]\(([^)\s]+\.ipynb)\)", text):
+            if not (path.parent / target).resolve().exists():
+                broken.append(target)
+        for m in re.finditer(r"\b[Cc]hapters?\s+(\d+[a-z]?)\b", _prose(text)):
+            number = m.group(1)
+            key = next((k for k in numbers if k.lstrip("0") == number.lstrip("0")), None)
+            if key != own:
+                plain.append(m.group(0))
+    assert not broken, f"{path.name} links to notebooks that do not exist: {broken}"
+    assert not plain, (f"{path.name} names chapters without linking them: {plain} "
+                       f"(run: python scripts/nbtidy.py {path.relative_to(ROOT)})")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_cell_on_the_page_opens_with_imports(path):
+    # One rule for the whole book: the import list is bookkeeping (DESIGN.md); a cell that
+    # starts with imports and goes on to compute is split, the imports hidden.
+    import ast
+
+    for i, cell in enumerate(_cells(path)):
+        tags = set(cell.get("metadata", {}).get("tags", []))
+        if cell["cell_type"] != "code" or tags & {"remove-input", "remove-cell"}:
+            continue
+        try:
+            body = ast.parse(_source(cell)).body
+        except SyntaxError:
+            continue
+        assert not (body and isinstance(body[0], (ast.Import, ast.ImportFrom))), \
+            f"{path.name} cell {i} shows its imports"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_budget_bookkeeping_on_the_page(path):
+    # "measurements took 12 s of a 30 s budget" is bookkeeping, not a result (DESIGN.md):
+    # a chapter's Budget bounds its re-measuring, and its report goes to failure messages only.
+    code = "\n".join(_source(c) for c in _cells(path) if c["cell_type"] == "code")
+    budgets = re.findall(r"^\s*(\w+)\s*=\s*(?:measure\.)?Budget\(", code, re.M)
+    shown = [b for b in budgets if re.search(rf"\b{b}\.report\(", code)]
+    assert not shown, f"{path.name} puts {shown[0]}.report() on the page"
+    prose = "\n".join(_source(c) for c in _cells(path) if c["cell_type"] == "markdown")
+    assert not re.search(r"budget\b[^.\n]*\(load|of a [^.\n]*\bs budget", prose, re.I), \
+        f"{path.name} states the measurement budget in its prose"

@@ -78,10 +78,10 @@ def test_bad_arguments_are_named(call):
 
 
 def _worker(rank, world):
-    return {on: _run(rank, world, on) for on in (True, False)}
+    return {(on, link): _run(rank, world, on, link) for on in (True, False) for link in (False, True)}
 
 
-def _run(rank, world, overlap_on):
+def _run(rank, world, overlap_on, link=False):
     import torch
     import torch.distributed as dist
     from dtbook.parallel.counting import CommCounter
@@ -92,7 +92,7 @@ def _run(rank, world, overlap_on):
     model = torch.nn.Sequential(*[EmulatedCompute(torch.nn.Linear(16, 16), 0.002, f"layer {i}", tl)
                                   for i in range(5)])
     sync = BucketedAllReduce(model.parameters(), 2 * 16 * 17 * 4, world, overlap=overlap_on,
-                             timeline=tl)
+                             timeline=tl, link=(lambda nbytes: 0.001) if link else None)
     torch.manual_seed(rank + 1)                           # each rank its own data
     loss = model(torch.randn(3, 16)).square().sum()
     results = []
@@ -110,6 +110,7 @@ def _run(rank, world, overlap_on):
         mean = [torch.stack(out).mean(0) for out in gathered]
         results.append((all(torch.allclose(p.grad, m, atol=1e-6) for p, m in zip(model.parameters(), mean)),
                         counter.counts().get("all_reduce", 0), sorted(k for k, *_ in tl.spans)))
+    sync.remove()
     return results, sync.plan, sync.bucket_bytes()
 
 
@@ -117,10 +118,22 @@ def test_bucketed_allreduce_averages_like_an_all_gather():
     # grads cloned before finish() are each rank's own (the hooks copy them into the bucket
     # buffers and leave .grad alone); after finish() .grad must be their mean
     runs = [r for rank_result in launch(_worker, 2, timeout=90) for r in rank_result.items()]
-    for overlap_on, (results, plan, nbytes) in runs:
+    assert len(runs) == 2 * 4
+    for (overlap_on, link), (results, plan, nbytes) in runs:
         assert plan == bucket_plan([16 * 16 * 4, 16 * 4] * 5, 2 * 16 * 17 * 4)
         assert sum(nbytes) == 5 * 17 * 16 * 4
         for equal, calls, kinds in results:
             assert equal
-            assert calls == (0 if overlap_on else len(plan))   # with hooks, sent during backward
+            if not link:   # on the emulated link a hook's bucket may still be on the wire in finish()
+                assert calls == (0 if overlap_on else len(plan))   # with hooks, sent during backward
+            elif not overlap_on:
+                assert calls == len(plan)
             assert kinds.count("compute") == 5 and kinds.count("comm") == len(plan)
+
+
+def test_link_must_be_a_function_of_the_bytes():
+    import torch
+    from dtbook.parallel.overlap import BucketedAllReduce
+
+    with pytest.raises(ValueError, match="link"):
+        BucketedAllReduce(torch.nn.Linear(2, 2).parameters(), 64, 1, link=0.01)

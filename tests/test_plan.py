@@ -121,25 +121,54 @@ def test_bad_input_names_the_argument(kwargs, word):
         plan.estimate("llama9", **BASE)
 
 
-def test_validation_band():
+def test_validation_against_the_stated_target():
     # Reported and predicted tokens/s of every published run, each predicted as the planner's
-    # best configuration over the fields its source did not print. No constant is fitted to
-    # them. Last run (31 rows): mean |error| 0.139, worst +0.38 (MT-NLG's 420-node row). On
-    # the 27 rows of the previous stop the mean went from 0.200 to 0.147, and their A100 rows
-    # from +15%..+45% to +9%..+38%, when the planner's kernels ran at the hardware's published
-    # microbenchmarks (Azure's BabelStream HBM bandwidth, the A100's nccl-tests all-reduce by
-    # message size) instead of datasheet and large-message figures; the four rows added with
-    # it (Korthikanti et al.'s full-recompute column) lie at +5%..+10%. The H100 rows (Llama 3
-    # Table 4, NeMo / Megatron-Bridge FP8 tables) lie within -11% and +14%. Every A100 row is
-    # still over-predicted: MT-NLG and BLOOM (Megatron-DeepSpeed) most, by +25% to +38%.
+    # best configuration over the fields its source did not print; no constant is fitted to
+    # them. The target is plan.TARGET_MEDIAN / TARGET_WORST (median |error| <= 10 %, every
+    # row within 25 %), stated before and apart from any result. Where it holds today it is
+    # asserted here: every row within TARGET_WORST except those trained on Megatron-DeepSpeed
+    # (MT-NLG, BLOOM), whose stack spent time outside the layer that the planner does not
+    # model (chapter 27's one-layer check puts the layer itself within 8 %); and the H100 rows
+    # (Llama 3, NeMo, Megatron-Bridge) meet both bounds. The whole target over every row is
+    # test_validation_target_over_every_row, which fails today.
     rows = plan.validate()
-    errors = np.array([r["error"] for r in rows])
     assert len(rows) == len(runs.names())
-    assert np.all(np.abs(errors) < 0.40)
-    assert np.mean(np.abs(errors)) < 0.15
-    h100 = np.array([r["error"] for r in rows if r["gpu"] == "h100-sxm"])
-    assert len(h100) and np.all(np.abs(h100) < 0.15)
     assert all(r["fits"] for r in rows)  # a published layout ran, so it must fit
+    deepspeed = {n for n in runs.names() if runs.get(n).software == "megatron-deepspeed"}
+    for r in rows:
+        if r["name"] not in deepspeed:
+            assert abs(r["error"]) <= plan.TARGET_WORST, (r["name"], r["error"])
+        else:  # the planner leaves out time that stack spent: it can only be optimistic there
+            assert r["error"] > 0, (r["name"], r["error"])
+    h100 = plan.summary([r for r in rows if r["gpu"] == "h100-sxm"])
+    assert h100["meets"], h100
+    # summary() against a hand count on the whole table
+    everything = plan.summary(rows)
+    size = np.sort(np.abs([r["error"] for r in rows]))
+    assert everything["median"] == pytest.approx(np.median(size))
+    assert set(everything["outside"]) == {r["name"] for r in rows
+                                          if abs(r["error"]) > plan.TARGET_WORST}
+    assert set(everything["outside"]) <= deepspeed
+
+
+@pytest.mark.xfail(strict=True, reason="the planner misses its target today: every A100 row is "
+                   "over-predicted (median |error| 13 %) and the Megatron-DeepSpeed rows by up "
+                   "to 38 %; strict, so meeting the target turns this test red until the mark goes")
+def test_validation_target_over_every_row():
+    assert plan.summary(plan.validate())["meets"]
+
+
+def test_summary_of_a_hand_made_table():
+    rows = [dict(name="a", error=0.05), dict(name="b", error=-0.30), dict(name="c", error=0.12),
+            dict(name="d", error=0.26)]
+    got = plan.summary(rows)
+    # |errors| 0.05, 0.12, 0.26, 0.30: median (0.12 + 0.26) / 2, worst -0.30
+    assert got["median"] == pytest.approx(0.19) and got["mean"] == pytest.approx(0.1825)
+    assert (got["worst"], got["worst_name"]) == (-0.30, "b")
+    assert got["outside"] == ["b", "d"] and not got["meets"]
+    assert plan.summary([dict(name="a", error=0.1)])["meets"]
+    with pytest.raises(ValueError, match="rows"):
+        plan.summary([])
 
 
 def test_validation_fixes_every_printed_field_and_chooses_the_rest():

@@ -97,3 +97,13 @@ def test_bloom_trained_on_its_own_cluster_and_bad_fields_are_refused():
         dataclasses.replace(r, software="megatron-lm-2025")
     with pytest.raises(ValueError, match="cluster"):
         dataclasses.replace(r, cluster="dgx-h100")
+
+
+def test_sources_cite_documents_not_how_they_were_looked_up():
+    # a source is cited or not mentioned: no account of the search behind a row
+    for r in runs.runs():
+        assert r.source.startswith(runs.reference(r)) and runs.reference(r) != r.source, r.name
+        for words in ("not reached", "search tool", "second pass", "not stored", "curriculum"):
+            assert words not in (r.source + " " + r.note).lower(), (r.name, words)
+    # one document per paper, README or performance table
+    assert len({runs.reference(r) for r in runs.runs()}) == 8

@@ -137,22 +137,26 @@ def replica(name, lighthouse, folder, steps, die_at, pause_at, seed, seconds):
         # lighthouse; if it has not, the survivor trains a step more alone (counted, allowed)
         threading.Timer(0.2, _touch, (os.path.join(folder, "asking.2"),)).start()
     while manager.current_step() < steps:
-        manager.start_quorum()                    # synchronous: a healing replica loads here
+        # synchronous: a healing replica loads the live weights here
+        manager.start_quorum()
         step, rank = manager.current_step(), manager.participating_rank()
         weights = parameters_hash(model)
         x, y = batch(step, rank)
         loss = (model(x) - y).square().mean()
         model.zero_grad()
         loss.backward()
-        if step == die_at:
-            os.kill(os.getpid(), signal.SIGKILL)  # dies mid-step, before its all-reduce
-        torch.cat([p.grad.flatten() for p in model.parameters()], out=flat_grad)
-        manager.allreduce(flat_grad).wait()       # the average over this step's quorum
+        if step == die_at:  # dies mid-step, before its all-reduce
+            os.kill(os.getpid(), signal.SIGKILL)
+        grads = [p.grad.flatten() for p in model.parameters()]
+        torch.cat(grads, out=flat_grad)
+        # the average over this step's quorum
+        manager.allreduce(flat_grad).wait()
         committed = manager.should_commit()
         if committed:
             offset = 0
             for p in model.parameters():
-                p.grad.copy_(flat_grad[offset:offset + p.numel()].view_as(p))
+                part = flat_grad[offset:offset + p.numel()]
+                p.grad.copy_(part.view_as(p))
                 offset += p.numel()
             opt.step()
         log.write(json.dumps({"step": step, "rank": rank, "quorum": manager.num_participants(),

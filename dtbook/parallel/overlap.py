@@ -15,12 +15,18 @@ its backward sleeps a fixed time before the layer's gradients are formed. The ch
 the sleep because two cores shared by several processes do not run real matrix products and
 gloo's thread side by side reproducibly; a sleep holds no core, as a GPU kernel holds no
 CPU core, so the communication thread runs beside it.
+
+``link=`` emulates the wire the same way: each bucket first spends ``link(nbytes)`` seconds
+asleep on one link thread (buckets in the order they are ready, one at a time, as on one
+link), then is all-reduced for real. With sleeps on both sides the overlap is a property of
+the schedule, not of the machine's load.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import torch
@@ -100,9 +106,14 @@ class BucketedAllReduce:
     ``overlap=True``: a bucket's all-reduce starts, asynchronously, from the hook of the last
     of its parameters to receive a gradient. ``overlap=False``: every bucket is all-reduced in
     :meth:`finish`, after the backward pass. Call :meth:`finish` after each ``backward()``.
+    ``link``: a function of a bucket's bytes giving the seconds it spends on an emulated link
+    (a sleep on one link thread) before its real all-reduce; None sends at once.
     """
 
-    def __init__(self, parameters, cap, world_size, overlap=True, timeline=None, group=None):
+    def __init__(self, parameters, cap, world_size, overlap=True, timeline=None, group=None,
+                 link=None):
+        if link is not None and not callable(link):
+            raise ValueError(f"link must be None or a function of the bytes, got {link!r}")
         self.params = [p for p in parameters if p.requires_grad]
         self.plan = bucket_plan([p.numel() * p.element_size() for p in self.params], cap)
         self.bucket_of = {i: b for b, idx in enumerate(self.plan) for i in idx}
@@ -112,6 +123,8 @@ class BucketedAllReduce:
         self._flat = [None] * len(self.plan)
         self._inflight = []
         self._hooks = []
+        self.link = link
+        self._wire = ThreadPoolExecutor(max_workers=1) if link is not None else None
         if overlap:
             for i, p in enumerate(self.params):
                 self._hooks.append(p.register_post_accumulate_grad_hook(
@@ -135,6 +148,15 @@ class BucketedAllReduce:
         flat = torch.cat([g.reshape(-1) for g in grads], out=self._flat[b])
         t0 = time.perf_counter()
         self.timeline.add("ready", f"bucket {b}", t0, t0)
+        if self.link is not None:
+            if async_op:
+                done = self._wire.submit(self._over_link, b, flat, t0)
+                self.timeline.add("launch", f"bucket {b}", t0, time.perf_counter())
+                self._inflight.append((b, flat, done.result))
+            else:
+                self._over_link(b, flat, t0)
+                self._write_back(b, flat)
+            return
         if async_op:
             work = dist.all_reduce(flat, async_op=True, group=self.group)
             self.timeline.add("launch", f"bucket {b}", t0, time.perf_counter())
@@ -142,11 +164,16 @@ class BucketedAllReduce:
             done = work.get_future().then(
                 lambda _f, b=b, t0=t0: self.timeline.add("comm", f"bucket {b}", t0,
                                                          time.perf_counter()))
-            self._inflight.append((b, flat, done))
+            self._inflight.append((b, flat, done.wait))
         else:
             dist.all_reduce(flat, group=self.group)
             self.timeline.add("comm", f"bucket {b}", t0, time.perf_counter())
             self._write_back(b, flat)
+
+    def _over_link(self, b, flat, t0):
+        time.sleep(self.link(flat.numel() * flat.element_size()))   # the emulated wire
+        dist.all_reduce(flat, group=self.group)                      # the real sum
+        self.timeline.add("comm", f"bucket {b}", t0, time.perf_counter())
 
     def _write_back(self, b, flat):
         flat /= self.world_size
@@ -162,8 +189,8 @@ class BucketedAllReduce:
         if not self.overlap:
             for b in range(len(self.plan)):
                 self._launch(b, async_op=False)
-        for b, flat, done in self._inflight:
-            done.wait()  # the all-reduce and the callback that records its end
+        for b, flat, wait in self._inflight:
+            wait()  # the all-reduce and what records its end
             self._write_back(b, flat)
         if any(m != 0 for m in self._missing) and self.overlap:
             raise RuntimeError(f"buckets never completed (parameters without gradients?): "
@@ -176,3 +203,5 @@ class BucketedAllReduce:
         for h in self._hooks:
             h.remove()
         self._hooks.clear()
+        if self._wire is not None:
+            self._wire.shutdown(wait=True)

@@ -4,12 +4,13 @@
 ``funnel`` enumerate the layouts that pass the constraints, ``search`` ranks them
 (:mod:`dtbook.plan.search`), ``validate`` sets the model beside the published runs of
 :mod:`dtbook.runs` and ``validate_layers`` one layer (``layer_time``) beside published
-per-layer measurements (:mod:`dtbook.plan.validate`).
+per-layer measurements, and ``summary`` measures those rows against the stated target,
+``TARGET_MEDIAN`` and ``TARGET_WORST`` (:mod:`dtbook.plan.validate`).
 """
 
 from .estimate import Estimate, estimate, layer_time
 from .search import configurations, funnel, search
-from .validate import validate, validate_layers
+from .validate import TARGET_MEDIAN, TARGET_WORST, summary, validate, validate_layers
 
 __all__ = ["Estimate", "estimate", "layer_time", "configurations", "funnel", "search", "validate",
-           "validate_layers"]
+           "validate_layers", "summary", "TARGET_MEDIAN", "TARGET_WORST"]

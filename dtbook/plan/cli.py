@@ -31,14 +31,14 @@ def _parser():
 
 def _row(e):
     c = e.config
-    return (f"{c['tp']:>3} {c['pp']:>3} {c['dp']:>5} {c['cp']:>3} {c['ep']:>3} {c['vpp']:>3} "
-            f"{c['micro_batch']:>3} {c['zero']:>4} {c['recompute']:>9} {e.step_time:>9.3f} "
-            f"{e.tokens_per_second:>12,.0f} {e.tflops_per_gpu:>7.1f} {e.mfu:>6.1%} "
-            f"{e.memory_per_gpu / 1e9:>7.1f}")
+    return (f"{c['tp']:>3}{c['pp']:>3}{c['dp']:>6}{c['cp']:>3}{c['ep']:>3}{c['vpp']:>4}"
+            f"{c['micro_batch']:>3}{c['zero']:>5} {c['recompute']:>9}{e.step_time:>7.3f}"
+            f"{e.tokens_per_second:>11,.0f}{e.mfu:>6.1%}{e.memory_per_gpu / 1e9:>6.1f}")
 
 
-_HEAD = (" tp  pp    dp  cp  ep vpp  mb zero recompute  step (s)     tokens/s TFLOP/s    MFU "
-         "  mem GB")
+# short enough for a book page (70 columns): step in seconds, GB of memory per GPU; --explain
+# prints TFLOP/s and the rest
+_HEAD = " tp pp    dp cp ep vpp mb zero recompute step s   tokens/s   MFU    GB"
 
 
 def _explain(e):

@@ -39,6 +39,10 @@ What the training stack did is taken from the run's recorded ``software``
 
 A run's ``cluster`` names the :mod:`dtbook.hardware` node it trained on where that is not
 the GPU's default node (BLOOM: Jean Zay, four Omni-Path ports for eight GPUs).
+
+**The target** the planner is held to is stated here once, :data:`TARGET_MEDIAN` and
+:data:`TARGET_WORST`, and :func:`summary` measures the rows against it; the tests and
+chapter 27 read both from here.
 """
 
 from __future__ import annotations
@@ -48,7 +52,15 @@ from .estimate import layer_time
 from .search import search
 
 __all__ = ["validate", "validate_layers", "predict_run", "overlaps_grad_reduce", "fuses_grad_accumulation",
-           "pipeline_engine_of", "run_keywords"]
+           "pipeline_engine_of", "run_keywords", "TARGET_MEDIAN", "TARGET_WORST", "summary"]
+
+# The planner's target against published runs, in throughput terms (predicted / reported - 1):
+# the median row within 10 % and every row within 25 %. It is set by what a plan is used for,
+# not by any result: a capacity plan sizes a reservation in GPUs and days, where 10 % is three
+# days of a month-long run and 25 % a reservation a quarter too large or too small. The rows
+# that miss it are reported by name (summary(), chapter 27), never absorbed into a wider band.
+TARGET_MEDIAN = 0.10
+TARGET_WORST = 0.25
 
 _MODERN = ("llama3", "nemo", "megatron-bridge")   # Megatron-Core DDP / FSDP: overlap, fusion
 
@@ -173,3 +185,23 @@ def validate_layers(names=None) -> list[dict]:
                          error=(t.forward + t.backward) / (pred["forward"] + pred["backward"]) - 1,
                          source=t.source))
     return rows
+
+
+def summary(rows) -> dict:
+    """The rows of :func:`validate` (or :func:`validate_layers`) against the target (chapter
+    27): ``median`` |error|, ``mean`` |error|, the ``worst`` signed error and its ``worst_name``,
+    ``outside`` (the names with |error| > :data:`TARGET_WORST`, worst first) and ``meets``
+    (median <= :data:`TARGET_MEDIAN` and no row outside)."""
+    rows = list(rows)
+    if not rows:
+        raise ValueError("rows is empty: nothing to summarise")
+    errors = [float(r["error"]) for r in rows]
+    size = sorted(abs(e) for e in errors)
+    n = len(size)
+    median = size[n // 2] if n % 2 else (size[n // 2 - 1] + size[n // 2]) / 2
+    worst = max(range(n), key=lambda i: abs(errors[i]))
+    outside = sorted((r for r in rows if abs(r["error"]) > TARGET_WORST),
+                     key=lambda r: -abs(r["error"]))
+    return dict(median=median, mean=sum(size) / n, worst=errors[worst],
+                worst_name=rows[worst]["name"], outside=[r["name"] for r in outside],
+                meets=median <= TARGET_MEDIAN and not outside)
