@@ -330,8 +330,8 @@ def overlap_fraction(t_attention, t_alltoall):
 # ------------------------------------------------------------------ router health
 
 def normalized_entropy(load):
-    """H/ln E of the load shares, 1 for a uniform load and 0 when one expert takes all;
-    healthy above about 0.9 (chapter 18)."""
+    """H/ln E of the load shares, 1 for a uniform load and 0 when one expert takes all
+    (chapter 18)."""
     p = _vector("load", load)
     p = p / p.sum()
     nz = p[p > 0]
@@ -340,7 +340,7 @@ def normalized_entropy(load):
 
 def gini(load):
     """Gini coefficient Σᵢⱼ|lᵢ − lⱼ| / (2E·Σᵢlᵢ): 0 for a uniform load, (E − 1)/E when one
-    expert takes all; healthy below about 0.3 (chapter 18)."""
+    expert takes all (chapter 18)."""
     l_ = _vector("load", load)
     return float(np.abs(l_[:, None] - l_[None, :]).sum() / (2 * l_.size * l_.sum()))
 

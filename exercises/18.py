@@ -120,8 +120,7 @@ def _():
     "18.8",
     prompt=("A router sends half its tokens to one of 8 experts and spreads the rest evenly. "
             "What are the load's normalised entropy, its Gini coefficient and its busiest "
-            "expert's load over the mean? Answer as a triple, and compare with the healthy "
-            "ranges (> 0.9, < 0.3, < 2)."),
+            "expert's load over the mean? Answer as a triple."),
     unit=("", "", ""),
     hint="Entropy of the shares over ln 8; Gini Σᵢⱼ|lᵢ − lⱼ|/(2E·Σl); 0.5 against 1/8.",
 )

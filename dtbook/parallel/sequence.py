@@ -35,11 +35,19 @@ SEQ = 1  # activations are [batch, seq, hidden] (or [batch, heads, seq, d] in at
 
 # ---------------------------------------------------------------- Megatron-SP operators
 
+def _flat_collective(name):
+    """torch 2.13 names the flat-tensor collectives ``*_single`` and deprecates (with a
+    FutureWarning) the older ``all_gather_into_tensor``/``reduce_scatter_tensor``; use whichever
+    this torch has. The arguments are the same: (output, input, ..., group=...)."""
+    old = "all_gather_into_tensor" if name == "all_gather" else "reduce_scatter_tensor"
+    return getattr(dist, f"{name}_single", None) or getattr(dist, old)
+
+
 def _all_gather(x, dim, group):
     world = dist.get_world_size(group)
     xt = x.movedim(dim, 0).contiguous()
     out = xt.new_empty((world * xt.shape[0],) + tuple(xt.shape[1:]))
-    dist.all_gather_into_tensor(out, xt, group=group)
+    _flat_collective("all_gather")(out, xt, group=group)
     return out.movedim(0, dim)
 
 
@@ -47,7 +55,7 @@ def _reduce_scatter(x, dim, group):
     world = dist.get_world_size(group)
     xt = x.movedim(dim, 0).contiguous()
     out = xt.new_empty((xt.shape[0] // world,) + tuple(xt.shape[1:]))
-    dist.reduce_scatter_tensor(out, xt, group=group)
+    _flat_collective("reduce_scatter")(out, xt, group=group)
     return out.movedim(0, dim)
 
 
