@@ -54,12 +54,14 @@ class LaunchError(RuntimeError):
     Attributes: ``rank`` (the first rank that failed, or None for a timeout),
     ``tracebacks`` (rank -> traceback text, for every rank that raised),
     ``timed_out`` (bool), ``pending`` (ranks that had not finished when the timeout hit),
-    ``pids`` (the worker processes the launch started, all ended by now).
+    ``pids`` (the worker processes the launch started, all ended by now),
+    ``logs`` (rank -> the end of what that rank wrote to stderr: warnings, library logs).
     """
 
     def __init__(self, message, *, rank=None, tracebacks=None, timed_out=False,
-                 pending=(), pids=()):
+                 pending=(), pids=(), logs=None):
         super().__init__(message)
+        self.logs = dict(logs or {})
         self.rank = rank
         self.tracebacks = dict(tracebacks or {})
         self.timed_out = timed_out
@@ -581,8 +583,11 @@ def _short(text, n=160):
 class _Run:
     """One launch, seen from the caller: pipes in, results and output out."""
 
-    def __init__(self, zygote, req, timeout):
+    def __init__(self, zygote, req, timeout, show_stderr=False):
         self.zygote, self.req, self.timeout = zygote, req, timeout
+        # A rank's stderr (warnings, library logs) is kept, not shown, unless asked for;
+        # a failing rank's LaunchError carries the end of it.
+        self.show_stderr = show_stderr
         self.ws = req["world_size"]
         self.results = [None] * self.ws
         self.done = [False] * self.ws        # result or error received, or died
@@ -775,7 +780,7 @@ class _Run:
         text = decoder.decode(data, final=eof)
         if kind == 2:
             self.tails[rank] = (self.tails[rank] + text)[-_TAIL:]
-            if rank in self.capture_only:
+            if rank in self.capture_only or not self.show_stderr:
                 return
         pending = self.linebuf.get((kind, rank), "") + text
         if eof:
@@ -859,6 +864,9 @@ class _Run:
                         "sends this signal)")
             if self.errors.get(first):
                 msg += ":\n\n" + self.errors[first][0].rstrip()
+                if self.tails[first].strip():
+                    msg += (f"\n\nThe end of rank {first}'s stderr:\n"
+                            f"{self.tails[first].rstrip()}")
             else:
                 msg += self._death(first)
             others = order[1:]
@@ -866,7 +874,8 @@ class _Run:
                 msg += "\n\nAlso failed, probably as a consequence: " + "; ".join(
                     f"rank {r} ({_short(self.errors[r][1]) if self.errors.get(r) else 'died'})"
                     for r in others)
-            raise LaunchError(msg, rank=first, tracebacks=tracebacks, pids=pids)
+            raise LaunchError(msg, rank=first, tracebacks=tracebacks, pids=pids,
+                              logs=self._logs())
         if self.timed_out and self.pids is None:
             raise LaunchError(f"launch timed out after {self.timeout:g} s: the worker factory "
                               f"(pid {self.zygote.pid}) did not start the ranks; it was stopped "
@@ -885,12 +894,16 @@ class _Run:
                                   and '"<string>"' not in line)
                 if stack.strip():
                     msg += f"\n\nrank {r} was here when it was stopped:\n{stack}"
-            raise LaunchError(msg, timed_out=True, pending=self.pending, pids=pids)
+            raise LaunchError(msg, timed_out=True, pending=self.pending, pids=pids,
+                              logs=self._logs())
         missing = [r for r in range(ws) if not self.done[r]]
         if missing:  # the zygote vanished
             raise LaunchError(f"ranks {missing} ended without a result (the worker factory "
                               f"exited unexpectedly)", pids=pids)
         return self.results
+
+    def _logs(self):
+        return {r: t for r, t in self.tails.items() if t.strip()}
 
     def _death(self, rank):
         code = self.exits.get(rank)

@@ -168,8 +168,28 @@ class _Item:
         self.annotation = ""
 
 
-def guarded(fn):
-    """Wrap a formula function so every argument is checked by ``_check_argument`` first."""
+def scalar(name: str, value):
+    """Check that value is one number (or a symbol), not a list or an array of them: for the
+    formulas that answer with one choice or solve for one point. Returns value unchanged."""
+    if isinstance(value, (list, tuple, np.ndarray)) and np.ndim(value) > 0:
+        raise ValueError(f"{name} must be a single number here, not several, got {value!r}")
+    return value
+
+
+def _as_array(value):
+    """A flat list or tuple of real numbers as a float array (so ``[1e9, 2e9]`` works the way
+    ``np.array([1e9, 2e9])`` does); anything else unchanged."""
+    if (isinstance(value, (list, tuple)) and value
+            and all(isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_))
+                    for v in value)):
+        return np.asarray(value, dtype=float)
+    return value
+
+
+def guarded(fn, arrays=False):
+    """Wrap a formula function so every argument is checked by ``_check_argument`` first.
+    With ``arrays=True`` a list or tuple of numbers is passed on as a NumPy array, so list
+    arithmetic (``[a, b] * 3`` repeats, ``[a, b] / 2`` fails) never reaches the formula."""
     sig = inspect.signature(fn)
 
     @functools.wraps(fn)
@@ -185,18 +205,25 @@ def guarded(fn):
                     _check_argument(param, v)
             elif param.kind is not param.VAR_KEYWORD:
                 _check_argument(param, value)
+                if arrays:
+                    bound.arguments[name] = _as_array(value)
+        if arrays:
+            return fn(*bound.args, **bound.kwargs)
         return fn(*args, **kwargs)
 
     checked.__signature__ = sig
+    checked.lists_as_arrays = arrays
     return checked
 
 
-def guard_module(namespace: dict, exclude=()) -> None:
+def guard_module(namespace: dict, exclude=(), arrays=False) -> None:
     """Wrap every public function defined in a formula module (call it at the module's end
     with ``globals()``); classes, imported names and the functions named in ``exclude``
-    (those that run or write rather than compute) are left alone."""
+    (those that run or write rather than compute) are left alone. ``arrays=True`` (a module
+    none of whose functions takes a list for its own sake) turns lists and tuples of numbers
+    into arrays before the formula sees them."""
     module = namespace["__name__"]
     for key, value in list(namespace.items()):
         if (inspect.isfunction(value) and not key.startswith("_") and key not in exclude
                 and value.__module__ == module):
-            namespace[key] = guarded(value)
+            namespace[key] = guarded(value, arrays=arrays)

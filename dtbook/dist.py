@@ -19,7 +19,8 @@ In a notebook cell, with the worker defined right there::
 ``world_size`` local processes, each with an initialised gloo default process group, and
 returns the per-rank return values (index = rank; results travel back pickled, tensors
 included). What a worker prints shows up in the caller (in a notebook, in the cell's
-output). If a rank raises, dies or the launch runs past ``timeout`` seconds, every process
+output); what it writes to stderr (warnings, library logs) is kept back, and shown only
+when the launch fails (``stderr="show"`` passes it through). If a rank raises, dies or the launch runs past ``timeout`` seconds, every process
 the launch started is killed and reaped, and :class:`LaunchError` says which rank failed,
 with its traceback (for a timeout: which ranks had not finished, with the Python stack each
 was stuck in).
@@ -198,7 +199,8 @@ def _method(start_method):
 
 # --------------------------------------------------------------------------- the caller
 
-def launch(fn, world_size, *args, timeout=60.0, threads=None, start_method=None):
+def launch(fn, world_size, *args, timeout=60.0, threads=None, start_method=None,
+           stderr="capture"):
     """Run ``fn(rank, world_size, *args)`` on ``world_size`` local gloo processes.
 
     Returns the list of the ranks' return values (index = rank). ``fn`` may be defined
@@ -206,6 +208,12 @@ def launch(fn, world_size, *args, timeout=60.0, threads=None, start_method=None)
     group (destroyed when fn returns) and ``threads`` torch threads (default
     ``max(1, cores // world_size)``). ``timeout`` (seconds) counts from the moment the
     workers are started; the zygote's one-time start-up (first launch) is not part of it.
+
+    What a rank prints to stdout shows in the caller. What it writes to stderr (Python
+    warnings, library log lines such as gloo's or DTensor's) is kept out of the caller's
+    output with ``stderr="capture"`` (the default), so a page shows results, not the
+    machinery; a failing rank's :class:`LaunchError` still ends with it, and
+    ``LaunchError.logs`` holds every rank's. ``stderr="show"`` passes it through.
 
     Raises :class:`LaunchError` when a rank raises or dies (the others are killed at
     once) or when the timeout passes; every process the launch started has ended by then.
@@ -223,6 +231,8 @@ def launch(fn, world_size, *args, timeout=60.0, threads=None, start_method=None)
                          f"longest wait the system's timers take), got {timeout!r}")
     threads = max(1, _cores() // world_size) if threads is None else _whole("threads", threads, 1)
     method = _method(start_method)
+    if stderr not in ("capture", "show"):
+        raise ValueError(f"stderr must be 'capture' or 'show', got {stderr!r}")
     import cloudpickle
 
     try:
@@ -240,7 +250,7 @@ def launch(fn, world_size, *args, timeout=60.0, threads=None, start_method=None)
     try:
         for attempt in (1, 2):  # a zygote found broken is replaced once, before any rank ran
             try:
-                return _Run(_zygote(method), req, timeout).go()
+                return _Run(_zygote(method), req, timeout, show_stderr=stderr == "show").go()
             except ZygoteUnavailable as exc:
                 if attempt == 2:
                     raise LaunchError(f"the worker factory could not be reached twice: {exc}")

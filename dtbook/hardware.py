@@ -11,7 +11,7 @@ Conventions, stated once and kept everywhere:
   the margin the runtime keeps anyway.
 * **Link bandwidth β is per direction.** NVLink figures are printed as the bidirectional sum
   (H100: "900 GB/s" = 450 GB/s each way); network and PCIe figures are per direction. The
-  original edition mixes the two (curriculum Source issue A.9); here every β is what one GPU can
+  original edition mixes the two; here every β is what one GPU can
   send while it also receives at the same rate, and :attr:`Link.beta_bidirectional` is the
   sum a datasheet prints.
 * **Latency α is an order-of-magnitude default** for one small message, hardware and driver
@@ -159,8 +159,8 @@ _ACCELERATORS = {a.name: a for a in (
 )}
 
 # ---------------------------------------------------------------------- links
-_ALPHA_BOOK = ("order-of-magnitude default from the curriculum's hardware appendix (A3) and "
-               "chapter 04 table")
+_ALPHA_BOOK = ("order-of-magnitude default, the original edition's hardware appendix "
+               "('Typical Latency' column) and chapter 04's table")
 
 _LINKS = {link.name: link for link in (
     Link(
@@ -217,8 +217,9 @@ _LINKS = {link.name: link for link in (
         name="pcie5-x16", alpha=1 * us, beta=16 * 32e9 * (128 / 130) / 8,
         source=("PCI Express Base Specification 5.0 (PCI-SIG): 32 GT/s per lane, 128b/130b "
                 "encoding, 16 lanes: 63.0 GB/s per direction (64 GB/s before encoding; "
-                "NVIDIA's 'PCIe Gen5: 128GB/s' is the bidirectional sum). The curriculum's "
-                "'~64 GB/s bidirectional (~32 per direction)' is PCIe 4.0's figure."),
+                "NVIDIA's 'PCIe Gen5: 128GB/s' is the bidirectional sum). The original "
+                "edition's hardware appendix prints '~64 GB/s, bidirectional' for Gen5 x16, "
+                "which is one direction's rate."),
         alpha_source="order of magnitude of a PCIe round trip (~1 µs); not from a datasheet",
         note="Protocol overhead (packet headers) leaves roughly 50-55 GB/s of payload in practice.",
     ),
@@ -468,7 +469,7 @@ _EPYC_7543 = ("AMD EPYC 7543 product page (the CPU of Jean Zay's A100 nodes per 
 _SPR_MEMORY = ("Intel Xeon Platinum 8480+ product specifications (ark.intel.com; the 8480C of a "
                "DGX is the same Sapphire Rapids part): 8 channels of DDR5-4800 per socket, "
                "8 x 4800 MT/s x 8 B = 307.2 GB/s per socket, 614.4 GB/s for two sockets (peak)")
-_LAT_BOOK = "order of magnitude from the curriculum's hardware appendix (A3), chapter 03 hierarchy"
+_LAT_BOOK = "order of magnitude from the original edition's hardware appendix, chapter 03's hierarchy"
 _LAT_DRAM = ("order of magnitude: 'main memory reference ~100 ns' (J. Dean, Numbers Everyone "
              "Should Know, 2009); not a datasheet figure")
 

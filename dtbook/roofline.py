@@ -110,6 +110,11 @@ def binding_ceiling(peak_flops, mem_bandwidth, mem_intensity, net_bandwidth, net
     intensity of ``math.inf`` means that resource carries no bytes and never binds; on a tie
     the earlier of compute, memory, network is named.
     """
+    extended_roofline(peak_flops, mem_bandwidth, mem_intensity, net_bandwidth, net_intensity)
+    for name, value in (("peak_flops", peak_flops), ("mem_bandwidth", mem_bandwidth),
+                        ("mem_intensity", mem_intensity), ("net_bandwidth", net_bandwidth),
+                        ("net_intensity", net_intensity)):
+        check.scalar(name, value)  # the answer names one ceiling
     ceilings = {
         "compute": peak_flops,
         "memory": mem_bandwidth * mem_intensity,
@@ -118,7 +123,6 @@ def binding_ceiling(peak_flops, mem_bandwidth, mem_intensity, net_bandwidth, net
     for name, value in ceilings.items():
         if isinstance(value, sp.Basic) and value.free_symbols:
             raise ValueError(f"binding_ceiling needs numbers; the {name} ceiling is symbolic")
-    extended_roofline(peak_flops, mem_bandwidth, mem_intensity, net_bandwidth, net_intensity)
     return min(ceilings, key=lambda k: float(ceilings[k]))
 
 
@@ -236,7 +240,7 @@ def step_time(compute_time, comm_time, overlap=0.0):
 
     ``overlap=0``: nothing overlaps, Tc + Tm. ``overlap=1``: perfect overlap, max(Tc, Tm),
     the roofline bound. (The fraction is of the shorter phase; the original edition also uses a
-    fraction of the communication time, curriculum Source issue A.23.)
+    fraction of the communication time.)
     """
     check.nonnegative("compute_time", compute_time)
     check.nonnegative("comm_time", comm_time)
@@ -356,4 +360,4 @@ class Kernel:
         raise ValueError(f"resource must be 'memory' or 'network', got {resource!r}")
 
 
-check.guard_module(globals())  # every public formula checks its arguments (DESIGN.md)
+check.guard_module(globals(), arrays=True)  # every public formula checks its arguments (DESIGN.md); lists are arrays

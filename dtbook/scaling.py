@@ -347,8 +347,11 @@ def inference_aware_optimal(target_loss, inference_tokens, law: LossLaw = CHINCH
     With no inference it is :func:`compute_optimal_for_loss`; any inference makes the model
     smaller and trains it on more tokens. Numbers only.
     """
-    target_loss = float(target_loss)
+    check.positive("target_loss", target_loss)
     check.nonnegative("inference_tokens", inference_tokens)
+    check.scalar("target_loss", target_loss)  # a bisection for one point
+    check.scalar("inference_tokens", inference_tokens)
+    target_loss = float(target_loss)
     psi_hi, _ = compute_optimal_for_loss(target_loss, law)  # raises when the loss is unreachable
     if inference_tokens == 0:
         return compute_optimal_for_loss(target_loss, law)
@@ -386,6 +389,8 @@ def capability(loss_value, threshold, tau):
     sharpness, in nats. As τ → 0 the curve becomes a step, and a smooth fall in loss shows up
     as a sudden jump in capability.
     """
+    check.nonnegative("loss_value", loss_value)  # a cross-entropy: never below 0
+    check.nonnegative("threshold", threshold)
     check.positive("tau", tau)
     return 1 / (1 + _exp(-(threshold - loss_value) / tau))
 
@@ -440,6 +445,8 @@ def information_criterion(rss, n, k, kind: str = "bic", noise=None):
     check.nonnegative("rss", rss)  # a sum of squares: a negative one is a mistake
     check.positive("n", n)
     check.nonnegative("k", k)
+    for name, value in (("rss", rss), ("n", n), ("k", k), ("noise", noise)):
+        check.scalar(name, value)  # one fit's score
     if kind not in ("bic", "aic"):
         raise ValueError(f"kind must be 'bic' or 'aic', got {kind!r}")
     if noise is None:
@@ -685,4 +692,4 @@ def isoflop_minimum(params, losses):
     return float(math.exp(-c1 / (2 * c2)))
 
 
-check.guard_module(globals())  # every public formula checks its arguments (DESIGN.md)
+check.guard_module(globals(), arrays=True)  # every public formula checks its arguments (DESIGN.md); lists are arrays

@@ -46,7 +46,7 @@ def attention_scores_bytes(batch, seq, heads, value_bytes=2):
 
 
 def layer_activation_bytes(batch, seq, hidden, heads, value_bytes=2):
-    """The curriculum's two-term model of one layer's attention activations:
+    """A two-term model of one layer's attention activations:
     (2bSH + b·n_h·S²)·s bytes, the input and output of the block plus the attention matrix
     (chapter 17). The second term grows with S² and dominates once S > 2H/n_h."""
     _shape(batch, seq, hidden, value_bytes)

@@ -165,7 +165,12 @@ def split_leading_imports(cells: list) -> list:
             out.append(cell)
             continue
         lines = text.splitlines(keepends=True)
-        cut = body[lead].lineno - 1
+        first = body[lead]
+        # a decorated def starts at its first decorator, not at the def line
+        cut = min([first.lineno] + [d.lineno for d in getattr(first, "decorator_list", [])]) - 1
+        if cut < body[lead - 1].end_lineno:  # "import math; x = math.pi": one line, left whole
+            out.append(cell)
+            continue
         # comment lines just above the first computing statement belong to it
         while cut > body[lead - 1].end_lineno and lines[cut - 1].lstrip().startswith("#"):
             cut -= 1
@@ -194,10 +199,27 @@ def _chapter_files() -> dict:
 # math, and whole lines that are headings or directive titles and options.
 _PROTECTED = re.compile(r"^#.*$|^```.*$|^:::.*$|^:\w+:.*$|\[[^\]\n]*\]\([^)\n]*\)|`[^`\n]*`"
                         r"|\$\$[\s\S]*?\$\$|\$[^$]+\$|<[^>\n]+>", re.M)
-_NUMBER = r"\d{1,2}[a-z]?\b"
+_NUMBER = r"\d{1,2}[a-z]?\b(?!\.\d)"  # "chapter 3.2" names a section of another book
 CHAPTER_REFERENCE = re.compile(
     r"\b([Cc]hapters?)(\s+)(" + _NUMBER + r"(?:(?:,\s*|,?\s+and\s+|\s+or\s+|\s*–\s*|\s+to\s+)"
     + _NUMBER + r")*)")
+
+
+def _protected_spans(text: str):
+    """The spans of _PROTECTED, and every fenced block whose fence is not a MyST directive
+    (```python, ```text: code, shown as typed); a directive's body is prose and is linked."""
+    fences, stack = [], []  # (start, end) of code blocks; open fences: (start, is_code)
+    for line in re.finditer(r"^(`{3,})(.*)$", text, re.M):
+        info = line.group(2).strip()
+        if info or not stack:
+            stack.append((line.start(), not info.startswith("{")))
+        else:
+            start, is_code = stack.pop()
+            if is_code:
+                fences.append(re.compile(r"[\s\S]*", re.M).match(text, start, line.end()))
+    inside = lambda pos: any(f.start() <= pos < f.end() for f in fences)
+    spans = fences + [m for m in _PROTECTED.finditer(text) if not inside(m.start())]
+    return sorted(spans, key=lambda m: m.start())
 
 
 def link_chapter_references(text: str, here: Path, chapters: dict) -> str:
@@ -218,12 +240,14 @@ def link_chapter_references(text: str, here: Path, chapters: dict) -> str:
         linked = [(p, target(p)) if i % 2 else (p, None) for i, p in enumerate(parts)]
         if not any(t for _, t in linked):
             return m.group(0)
-        if word.lower() == "chapter":  # one number: the whole phrase is the link text,
-            return f"[{word} {numbers}]({linked[1][1]})"  # on one line so it stays one link
+        if word.lower() == "chapter" and len(linked) == 3:  # one number: the phrase is the
+            return f"[{word} {numbers}]({linked[1][1]})"      # link text, on one line
         return word + space + "".join(f"[{p}]({t})" if t else p for p, t in linked)
 
     out, last = [], 0
-    for span in _PROTECTED.finditer(text):
+    for span in _protected_spans(text):
+        if span.start() < last:  # begins inside a span already kept as it is
+            continue
         out.append(CHAPTER_REFERENCE.sub(rewrite, text[last:span.start()]))
         out.append(span.group(0))
         last = span.end()

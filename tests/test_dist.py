@@ -2,8 +2,8 @@
 
 Two checks start fresh interpreters, each importing torch: the same worker under a real
 ``torchrun --standalone`` (5 to 10 s on two cores; runs by default, DTBOOK_SKIP_TORCHRUN=1
-skips it) and a launch with start_method="spawn", the fallback for platforms where forking
-is unsafe (as long again; runs only with DTBOOK_SLOW_TESTS=1).
+skips it) and one launch with start_method="spawn", the default where forking is unsafe
+(every non-Linux machine; as long again, and run by default for that reason).
 """
 
 import os
@@ -26,9 +26,6 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 TORCHRUN = pytest.mark.skipif(os.environ.get("DTBOOK_SKIP_TORCHRUN") == "1",
                               reason="DTBOOK_SKIP_TORCHRUN=1 skips the torchrun check")
-SPAWN = pytest.mark.skipif(os.environ.get("DTBOOK_SLOW_TESTS") != "1",
-                           reason="spawn mode starts fresh interpreters (5-10 s here; the "
-                                  "Linux default is fork): DTBOOK_SLOW_TESTS=1 runs it")
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -113,6 +110,21 @@ def printing_worker(rank, world_size):
     return rank
 
 
+def noisy_worker(rank, world_size, fail=False):
+    """Warns three ways, as library code does: a Python warning, a logging record, and a
+    line written straight to file descriptor 2 (as C++ logging writes)."""
+    import logging
+    import warnings
+
+    warnings.warn(f"rank {rank}: this API is deprecated", FutureWarning)
+    logging.getLogger("dtbook.test").warning("rank %d: falling back to allgather", rank)
+    os.write(2, f"[W rank {rank}] a C++ log line\n".encode())
+    print(f"result line from rank {rank}")
+    if fail and rank == 1:
+        raise RuntimeError("rank 1 gives up")
+    return rank
+
+
 def raising_worker(rank, world_size):
     if rank == 1:
         raise ValueError("rank one is unhappy")
@@ -170,12 +182,38 @@ def test_inline_lambda_and_closure_from_main():
     assert out == [10, 11]
 
 
-def test_worker_output_reaches_caller(capsys):
+def test_worker_output_reaches_caller(capfd):
     assert launch(printing_worker, 2) == [0, 1]
-    captured = capsys.readouterr()
+    captured = capfd.readouterr()
+    for r in range(2):
+        assert f"out from rank {r}: αβ∑\n" in captured.out
+        assert "err from rank" not in captured.out + captured.err  # stderr is kept back
+    assert launch(printing_worker, 2, stderr="show") == [0, 1]
+    captured = capfd.readouterr()
     for r in range(2):
         assert f"out from rank {r}: αβ∑\n" in captured.out
         assert f"err from rank {r}\n" in captured.err
+    with pytest.raises(ValueError, match="stderr"):
+        launch(printing_worker, 2, stderr="hide")
+
+
+def test_warnings_and_logs_stay_off_the_page_unless_a_rank_fails(capfd):
+    assert launch(noisy_worker, 2) == [0, 1]
+    captured = capfd.readouterr()
+    assert sorted(captured.out.splitlines()) == ["result line from rank 0",
+                                                 "result line from rank 1"]
+    assert captured.err == ""
+    with pytest.raises(LaunchError) as info:
+        launch(noisy_worker, 2, True)
+    err = info.value
+    text = str(err)
+    assert err.rank == 1 and "RuntimeError: rank 1 gives up" in text
+    for line in ("FutureWarning: rank 1: this API is deprecated",
+                 "rank 1: falling back to allgather", "[W rank 1] a C++ log line"):
+        assert line in text and line in err.logs[1]
+    assert "[W rank 0]" not in text  # only the failing rank's log is in the message
+    assert capfd.readouterr().err == ""
+    assert_no_workers_left(err.pids)
 
 
 def test_live_openmp_threads_in_caller_do_not_matter():
@@ -385,6 +423,8 @@ from dtbook.dist import launch
 torch.randn(128, 128).matmul(torch.randn(128, 128)).sum()  # live OpenMP threads here
 
 def worker(rank, world_size, scale):
+    import warnings
+    warnings.warn("a library's deprecation warning", FutureWarning)
     t = torch.tensor([float(rank)]) * scale
     dist.all_reduce(t)
     print(f"worker {rank} says hi")
@@ -416,16 +456,22 @@ def test_inline_function_from_an_executed_notebook(tmp_path, monkeypatch):
     text = "".join(o.get("text", "") for o in nb.cells[0].outputs if o["output_type"] == "stream")
     assert "RESULTS [3.0, 3.0]" in text
     assert "worker 0 says hi" in text and "worker 1 says hi" in text
+    # the workers' warnings stay off the page: no stderr output, no warning text
+    outputs = nb.cells[0].outputs
+    assert not [o for o in outputs if o.get("name") == "stderr"]
+    assert "FutureWarning" not in json.dumps(outputs)
 
 
 # ----------------------------------------------------------------------------- slow paths
 
-@SPAWN
-def test_spawn_start_method():
-    # Fresh interpreters: each rank imports torch itself (seconds, not milliseconds).
+def test_spawn_start_method(capfd):
+    # Fresh interpreters: each rank imports torch itself (seconds, not milliseconds). The
+    # default on every non-Linux machine, so it runs in the default suite: one launch.
     out = launch(allreduce_worker, 2, 2, start_method="spawn", timeout=120)
     assert [r["sum"] for r in out] == [6.0, 6.0]
+    assert out[0]["backend"] == "gloo" and out[0]["world"] == 2
     assert zygote_children() == [] and any_zombie_children() == []
+    assert capfd.readouterr().err == ""
 
 
 TORCHRUN_SCRIPT = """\

@@ -265,8 +265,18 @@ def _chapter_numbers() -> dict:
 def _prose(text: str) -> str:
     """Markdown with what a reference may legitimately sit in removed: links, inline code,
     math, headings and directive lines (an exercise title is not a place for a link)."""
-    text = "\n".join(line for line in text.splitlines()
-                     if not re.match(r"\s*(#|```|:::|:\w+:)", line))
+    kept, fences = [], []  # fences: for each open fence, whether it holds code
+    for line in text.splitlines():
+        fence = re.match(r"\s*`{3,}(.*)$", line)
+        if fence:
+            info = fence.group(1).strip()
+            if info or not fences:
+                fences.append(not info.startswith("{"))
+            else:
+                fences.pop()
+        elif not any(fences) and not re.match(r"\s*(#|:::|:\w+:)", line):
+            kept.append(line)
+    text = "\n".join(kept)
     text = re.sub(r"\$\$.*?\$\$", " ", text, flags=re.S)
     text = re.sub(r"\$[^$]+\$", " ", text)
     text = re.sub(r"\[[^\]\n]*\]\([^)\n]*\)", " ", text)

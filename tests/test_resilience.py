@@ -1,5 +1,5 @@
 """Chapter 26's formulas against independent computations: brute-force minimisation, the
-chapter 05 simulator, and the curriculum's worked numbers."""
+chapter 05 simulator, and worked numbers from the original edition."""
 
 import numpy as np
 import pytest

@@ -101,7 +101,7 @@ def test_dp_intensity_is_flops_over_allreduce_bytes():
     assert_same(roofline.dp_intensity(batch, seq, world, s, exact=True),
                 flops_per_gpu / roofline.dp_bytes_per_gpu(params, world, s, exact=True))
     assert_same(roofline.dp_intensity(batch, seq, world, s), 3 * batch * seq / (world * s))
-    # the curriculum's 7B example: 1M tokens per step on 64 GPUs, BF16 gradients
+    # a 7B example: 1M tokens per step on 64 GPUs, BF16 gradients
     assert roofline.dp_intensity(1, 1e6, 64, 2) == pytest.approx(23437.5)
     assert roofline.dp_bytes_per_gpu(7e9, 64, 2, exact=False) == pytest.approx(2.8e10)
 

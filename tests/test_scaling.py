@@ -328,7 +328,21 @@ def test_isoflop_minimum():
     psi = np.logspace(8, 11, 9)
     c = 1e21
     losses = scaling.loss(psi, scaling.tokens_for_compute(c, psi))
-    assert scaling.isoflop_minimum(psi, losses) == pytest.approx(scaling.compute_optimal(c)[0], rel=0.15)
+    best = scaling.compute_optimal(c)[0]
+    # Over three decades the profile is not a parabola in log Ψ, and the fitted vertex sits a
+    # fixed 6.3% above the optimum (no noise here: the bias is the parabola's). Its size is
+    # the tolerance; the check below shows where it comes from.
+    assert scaling.isoflop_minimum(psi, losses) == pytest.approx(best, rel=0.065)
+    # The bias is the cubic term of the profile: on a window of ±h in ln Ψ around the
+    # optimum it shrinks as h², 4× for each halving, and is below 0.05% at h = 1/4.
+    bias = []
+    for h in (0.5, 0.25, 0.125):
+        window = best * np.exp(np.linspace(-h, h, 9))
+        fitted = scaling.isoflop_minimum(window, scaling.loss(window, scaling.tokens_for_compute(c, window)))
+        bias.append(fitted / best - 1)
+    assert bias[1] == pytest.approx(0, abs=5e-4)
+    assert bias[0] / bias[1] == pytest.approx(4, rel=0.01)
+    assert bias[1] / bias[2] == pytest.approx(4, rel=0.01)
     exact = 3.0 + 0.1 * (np.log(psi) - math.log(3e9)) ** 2
     assert scaling.isoflop_minimum(psi, exact) == pytest.approx(3e9, rel=1e-9)
     with pytest.raises(ValueError, match="valley"):

@@ -56,3 +56,26 @@ def test_fraction_and_count():
     assert check.count("chunks", 0, minimum=0) == 0
     with pytest.raises(ValueError, match="x"):
         check.positive("x", sp.Integer(-3))  # a SymPy number is checked like a number
+
+
+def test_scalar_takes_one_number_or_a_symbol_and_names_several():
+    for ok in (3, 2.5, np.float64(1.0), np.array(4.0), sp.Symbol("x")):
+        assert check.scalar("n", ok) is ok
+    for bad in ([1.0, 2.0], (1.0,), np.array([1.0, 2.0])):
+        with pytest.raises(ValueError, match=r"\bn\b.*single number"):
+            check.scalar("n", bad)
+
+
+def test_guarded_modules_may_take_lists_as_arrays():
+    def f(x, y=2.0):
+        return x * y
+
+    plain, arrays = check.guarded(f), check.guarded(f, arrays=True)
+    assert plain([1.0, 2.0], 2) == [1.0, 2.0, 1.0, 2.0]  # Python's list repetition
+    assert np.array_equal(arrays([1.0, 2.0], 2), np.array([2.0, 4.0]))
+    assert np.array_equal(arrays(x=(1, 2), y=[1.0, 3.0]), np.array([1.0, 6.0]))
+    nested = [[1.0, 2.0], [3.0, 4.0]]  # only a flat list of numbers is turned into an array
+    assert arrays(nested, 1) == nested
+    assert arrays.lists_as_arrays and not plain.lists_as_arrays
+    with pytest.raises(ValueError, match=r"\bx\b"):
+        arrays([1.0, None], 2)
