@@ -128,8 +128,10 @@ class _Typed:
     bare: bool = False  # a plain number, no unit typed: read in the exercise's unit
 
 
-_SI_UNIT = {"bytes": "B", "seconds": "s", "flop": "FLOP", "flop/s": "FLOP/s", "bytes/s": "B/s",
-            "USD": "USD", "1/s": "/s", "1": ""}
+# Each dimension's SI base unit: the symbol parse_quantity reads, and its name in words.
+_SI_UNIT = {"bytes": ("B", "bytes"), "seconds": ("s", "seconds"), "flop": ("FLOP", "FLOP"),
+            "flop/s": ("FLOP/s", "FLOP/s"), "bytes/s": ("B/s", "bytes/s"),
+            "USD": ("USD", "dollars"), "1/s": ("/s", "per second"), "1": ("", "units")}
 
 
 _ARITHMETIC = re.compile(r"[\d\s.,_eE+\-*/()^]+")
@@ -138,7 +140,28 @@ _ARITHMETIC = re.compile(r"[\d\s.,_eE+\-*/()^]+")
 # The functions a typed number may use ("sqrt(48)", "exp(-1.5)", "2*pi", "√48"): a short
 # whitelist, read by _bounded_expr (SymPy's parser with only these names, nothing evaluated
 # before it is checked). min and max are left out: their commas are thousands separators here.
+# log is the natural log, as ln; a comma inside a function's parentheses is refused (see below).
 _FUNCTION_WORD = re.compile(r"\b(?:sqrt|exp|log|ln|pi|floor|ceiling|ceil|abs)\b")
+
+# How the answer-format text names them.
+COMPUTED_NUMBERS = "sqrt, exp and log (the natural log) may be typed"
+
+
+def _comma_in_call(t: str) -> bool:
+    """Whether a comma stands inside a function's parentheses ("log(8, 2)"): there it could be
+    a second argument or a thousands separator ("sqrt(1,000)"), and neither reading is safe."""
+    stack = []
+    for m in re.finditer(r"[A-Za-z_]+\s*\(|[()]|,", t):
+        c = m.group(0)
+        if c == ",":
+            if "f" in stack:
+                return True
+        elif c == ")":
+            if stack:
+                stack.pop()
+        else:
+            stack.append("f" if c.endswith("(") and c[0].isalpha() else "p")
+    return False
 
 
 def _computed_number(text: str):
@@ -152,6 +175,10 @@ def _computed_number(text: str):
         dollar, t = "$", t[1:].strip()
     if not _FUNCTION_WORD.search(t):
         return None
+    if _comma_in_call(t):
+        raise AnswerError(f"could not compute {text!r}: a function takes one number here, "
+                          "without commas (log is the natural log: log(8)/log(2) for a "
+                          "base-2 log; write 1000, not 1,000, inside parentheses)")
     # the whole text, then each split between a digit or ")" and what may be a unit
     splits = [(t, "")] + [(t[:m.start()], t[m.end():].strip())
                           for m in re.finditer(r"(?<=[\d)])\s*(?=[A-Za-z%µμ/])", t)]
@@ -166,7 +193,8 @@ def _computed_number(text: str):
                 continue
         return _number(_bounded_expr(expr.replace(",", ""), {})), dollar, rest
     raise AnswerError(f"could not compute {text!r}: a computed answer uses numbers, "
-                      "+ - * / ( ) **, sqrt, exp, log and pi, then its unit if any")
+                      "+ - * / ( ) **, sqrt, exp, log (the natural log) and pi, then its "
+                      "unit if any")
 
 
 def _split_tuple(text: str, n: int):

@@ -30,6 +30,7 @@ import sympy as sp
 
 from dtbook import symbolic
 from dtbook.answers import (
+    COMPUTED_NUMBERS,
     AnswerError,
     _ARITHMETIC,
     _DIMS,
@@ -57,9 +58,6 @@ from dtbook.units import Quantity, parse_quantity
 __all__ = ["exercise", "check", "get", "registry", "Exercise", "Result", "AnswerError",
            "PRECISION_POLICY"]
 
-_SI_NAME = {"bytes": "bytes", "seconds": "seconds", "flop": "FLOP", "flop/s": "FLOP/s",
-            "bytes/s": "bytes/s", "USD": "dollars", "1/s": "per second", "1": "units"}
-
 PRECISION_POLICY = (
     "A number is graded right when it matches the reference to the significant figures you "
     "typed, with at least two (for a reference of 3.834 GB, \"3.8 GB\" is right and \"4 GB\" "
@@ -83,6 +81,7 @@ class Result:
     correct: bool
     message: str
     status: str  # "correct", "wrong", "invalid" (unreadable) or "unanswered"
+    parts: tuple = ()  # (label, status) of each graded leaf: "#2", "a.b", or "" for one value
 
     def __str__(self):
         return self.message
@@ -226,7 +225,7 @@ class Exercise:
         when it cannot be read, and _WrongDimension when it is a quantity of another kind."""
         scale, dim = _unit_info(unit)
         if isinstance(ans, Quantity):  # parse_quantity's result, passed on
-            ans = f"{ans.value!r} {_SI_UNIT.get(ans.dimension, '')}".strip()
+            ans = f"{ans.value!r} {_SI_UNIT.get(ans.dimension, ('',))[0]}".strip()
         if isinstance(ans, str):
             text = (ans.strip().lstrip("~≈").strip().replace("\u2212", "-")
                     .replace("\u2009", " ").replace("\u00a0", " "))
@@ -330,7 +329,7 @@ class Exercise:
             # 42949672960 typed for 42.9 GB: a bare number in the base unit (bytes, seconds,
             # FLOP) matches where the display unit's does not; at a factor of 10⁶ or more
             # the two readings cannot be confused
-            base = _SI_NAME.get(dim, "base units")
+            base = _SI_UNIT[dim][1] if dim in _SI_UNIT else "base units"
             typed = ans.strip() if isinstance(ans, str) else (
                 f"{int(got.number)}" if float(got.number).is_integer() else f"{got.number:g}")
             in_base = _Typed(got.number, got.number, 1.0, got.figures,
@@ -452,15 +451,17 @@ class Exercise:
         leaves = _leaves(self._map(lambda ref, unit: unit if self._kind(ref) == "number" else "",
                                    self.solution(), self.unit))
         with_unit = any(leaves)
+        numbers = any(self._kind(r) == "number" for r in _leaves(self.solution()))
+        computed = f"; {COMPUTED_NUMBERS}" if numbers else ""
         how = "; a bare number is read in the unit named, or type a string with its unit"
         if isinstance(parts, dict):
             return "a dict {" + ", ".join(f"{k!r}: {v}" for k, v in parts.items()) + "}" + (
-                how if with_unit else "")
+                how if with_unit else "") + computed
         if isinstance(parts, tuple):
-            return f"a tuple ({', '.join(parts)})" + (how if with_unit else "")
+            return f"a tuple ({', '.join(parts)})" + (how if with_unit else "") + computed
         if with_unit:
-            return f"a number in {parts}, or a string with its unit"
-        return parts
+            return f"a number in {parts}, or a string with its unit" + computed
+        return parts + computed
 
     def grade(self, answer) -> Result:
         """Grade an answer: a Result with .correct, .message and .status; never raises for
@@ -477,17 +478,18 @@ class Exercise:
         except AnswerError as e:
             return Result(False, f"✗ {self.id} can't read this answer: {e}.", "invalid")
         states = [s for _, s, _ in parts]
+        leaves = tuple((label, s) for label, s, _ in parts)
         status = next(s for s in ("wrong", "invalid", "unanswered", "correct") if s in states)
         if all(s == "unanswered" for s in states):
-            return Result(False, f"… {self.id} not answered yet ({how}).", "unanswered")
+            return Result(False, f"… {self.id} not answered yet ({how}).", "unanswered", leaves)
         marks = {"correct": "✓", "wrong": "✗", "invalid": "?", "unanswered": "…"}
         body = (" " + parts[0][2] if len(parts) == 1 and not parts[0][0] else "\n" + "\n".join(
             f"  {marks[s]} {label}: {text}" for label, s, text in parts))
         if status == "correct":
-            return Result(True, f"✓ {self.id} correct:{body}", status)
+            return Result(True, f"✓ {self.id} correct:{body}", status, leaves)
         head = "can't read this answer" if status == "invalid" else "not yet"
         hint = f"\n  Hint: {self.hint}" if self.hint and status == "wrong" else ""
-        return Result(False, f"✗ {self.id} {head}:{body}{hint}", status)
+        return Result(False, f"✗ {self.id} {head}:{body}{hint}", status, leaves)
 
 
 _collecting: list | None = None  # the exercises of the file being loaded
@@ -496,7 +498,10 @@ _files: dict[Path, tuple[tuple, dict]] = {}  # path -> (stat signature, its exer
 
 def exercise(id, *, prompt, unit="", rtol=0.01, hint="", book_answer=None, book_note="",
              kind=None, choices=(), symbols=None, atol=0.0):
-    """Declare an exercise; the decorated function computes its reference solution."""
+    """Declare an exercise; the decorated function computes its reference solution.
+
+    ``book_answer`` is what the original edition prints, in the answer's structure; a part it
+    does not print is None (``("150 s", None)``), and only the printed parts are compared."""
     def where(msg):
         return ValueError(f"exercise {id!r}: {msg}")
     if not isinstance(id, str) or not _ID.fullmatch(id):

@@ -87,13 +87,10 @@ def _():
             "layer's relative update ‖Δw‖/‖w‖?"),
     unit="",
     hint="Δw = ηφ(∇w + λw) with φ = ‖w‖/(‖∇w‖ + λ‖w‖); ‖∇w + λw‖ is a Pythagorean sum here.",
-    book_answer=0.01,
-    book_note=("The original edition derives, leaving weight decay out, that LARS makes every "
-               "layer's relative update equal to η. LARS runs with weight decay: its trust ratio"
-               " is ‖w‖/(‖∇w‖ + λ‖w‖) and its step η times that ratio times ∇w + λw, so the "
-               "relative update is η‖∇w + λw‖/(‖∇w‖ + λ‖w‖) <= η, with equality only for λ = 0 "
-               "or a gradient along w; here it is η/√2. LAMB, which divides by the norm of the "
-               "step, gives exactly η."),
+    # No book_answer: the original edition asks the question without weight decay ("ignoring
+    # weight decay for simplicity") and rightly finds η; with λ the trust ratio is
+    # ‖w‖/(‖∇w‖ + λ‖w‖) and the step η·φ·(∇w + λw), so here the answer is η/√2, a different
+    # question, not a correction.
 )
 def _():
     return float(bs.lars_relative_update(0.01, 10.0, 0.01, 1e-3, cos=0.0))

@@ -119,8 +119,9 @@ _TWO_SIDED = comm.allreduce_time(16 * MB, 64, 5 * us, 50 * GB, "two_sided_ring",
                "latency term stays 2(P − 1)α; only the bandwidth term halves. Its figure is "
                "about what a different algorithm reaches on the same direct links: the two-sided"
                " ring, which reduces each block from both sides so that partial sums travel "
-               "half-way round in each direction and the steps halve too, takes 640 µs (one step"
-               " more than the halved formula for an even P such as 64). On a switched fabric "
+               "half-way round in each direction and the steps halve too, takes "
+               + fmt_seconds(_TWO_SIDED) + " (one step more than the halved formula for an even"
+               " P such as 64). On a switched fabric "
                "(NVSwitch, an InfiniBand fat tree) no bidirectional ring moves the bytes faster:"
                " a unidirectional ring already sends and receives at β on every port."),
 )

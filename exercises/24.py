@@ -4,7 +4,7 @@ from dtbook import comm, composition, mesh, models
 from dtbook import pipeline_parallel as pipe
 from dtbook import tensor_parallel as tpar
 from dtbook.exercises import exercise
-from dtbook.units import GB, us
+from dtbook.units import GB, fmt_seconds, us
 
 
 @exercise(
@@ -82,15 +82,19 @@ def _():
     return tuple(composition.model_states_per_gpu(psi, 4, 8, 32, zero_stage=z) for z in (0, 1))
 
 
-def _axis_times():
-    """Exercise 24.6: communication seconds per step of each axis."""
+def _axis_times(nvlink=300 * GB, ib=25 * GB, psi=None):
+    """Exercise 24.6: communication seconds per step of each axis (Ψ = 12H²L unless given)."""
     H, L, dp, pp, tp, batch, seq, m, nbytes = 8192, 40, 8, 4, 4, 512, 2048, 32, 2
     b = batch // (dp * m)                                  # sequences per microbatch
-    psi = 12 * H**2 * L
-    tp_t = m * composition.microbatch_tp_time(b, seq, H, L, tp, pp, 1 * us, 300 * GB, nbytes)
-    pp_t = 2 * m * comm.p2p_time(b * seq * H * nbytes, 2 * us, 25 * GB)
-    dp_t = composition.dp_time(psi, tp, pp, dp, 2 * us, 25 * GB, nbytes)
+    psi = 12 * H**2 * L if psi is None else psi
+    tp_t = m * composition.microbatch_tp_time(b, seq, H, L, tp, pp, 1 * us, nvlink, nbytes)
+    pp_t = 2 * m * comm.p2p_time(b * seq * H * nbytes, 2 * us, ib)
+    dp_t = composition.dp_time(psi, tp, pp, dp, 2 * us, ib, nbytes)
     return {"TP": tp_t, "PP": pp_t, "DP": dp_t}
+
+
+# The original edition's own assumptions: 450 GB/s NVLink, 50 GB/s InfiniBand, Ψ = 30B.
+_ORIGINAL_24_6 = {k: fmt_seconds(v) for k, v in _axis_times(450 * GB, 50 * GB, 30e9).items()}
 
 
 @exercise(
@@ -112,8 +116,10 @@ def _axis_times():
                "of 80 layers, is one pass of 2 all-reduces per layer, while each GPU of the "
                "4-stage pipeline runs 4 all-reduces (2 forward, 2 backward) in each of its "
                "40/4 = 10 layers for every one of the step's 32 microbatches; its PP figure "
-               "counts the forward sends only. Counted so, on its own links TP takes 294 ms, "
-               "DP 141 ms and PP 86 ms: TP costs the most by far."),
+               "counts the forward sends only. Counted so, on its own links and with its own "
+               f"Ψ = 30B (over the prompt's 40 layers), TP takes {_ORIGINAL_24_6['TP']}, DP "
+               f"{_ORIGINAL_24_6['DP']} and PP {_ORIGINAL_24_6['PP']}: TP costs the most by "
+               "far."),
 )
 def _():
     times = _axis_times()

@@ -81,6 +81,9 @@ def _():
             "of the run)? Answer as a pair."),
     unit=("s", ""),
     hint="At the optimum the overhead is √(2δ/MTBF), half of it writing, half lost work.",
+    # the original edition prints I*_async = √(2 × 1.56 × 7200) = 150 s; its 1.0% is the
+    # expected lost work alone, and it gives no total, so the second part is not printed
+    book_answer=("150 s", None),
 )
 def _():
     delta = resilience.async_checkpoint_time(50 * GB, 32 * GB)

@@ -140,9 +140,11 @@ def test_two_batch_estimator_recovers_known_statistics():
     small, big = 8, 512
     sq = lambda b: np.mean([np.sum(m**2) for m in grads.reshape(-1, b, grads.shape[1]).mean(1)])  # noqa: E731
     est = bs.noise_from_two_batches(sq(small), sq(big), small, big)
-    assert est.grad_sq == pytest.approx(G @ G, rel=0.15)
-    assert est.trace_cov == pytest.approx(np.trace(cov), rel=0.05)
-    assert est.simple == pytest.approx(np.trace(cov) / (G @ G), rel=0.2)
+    # over seeds the estimates scatter by 1.3%, 0.4% and 1.3% (one standard deviation):
+    # the tolerances are about four of them
+    assert est.grad_sq == pytest.approx(G @ G, rel=0.05)
+    assert est.trace_cov == pytest.approx(np.trace(cov), rel=0.02)
+    assert est.simple == pytest.approx(np.trace(cov) / (G @ G), rel=0.05)
 
 
 def test_hessian_noise_scale():
@@ -152,8 +154,9 @@ def test_hessian_noise_scale():
     H = A @ A.T / 50 + np.eye(50)
     est = bs.noise_from_per_example(grads, H)
     truth = np.trace(H @ cov) / (G @ H @ G)
-    assert est.noise == pytest.approx(truth, rel=0.08)
-    assert est.lr_max == pytest.approx((G @ G) / (G @ H @ G), rel=0.08)
+    # 20,000 samples: both scatter by under 1% over seeds (one standard deviation)
+    assert est.noise == pytest.approx(truth, rel=0.03)
+    assert est.lr_max == pytest.approx((G @ G) / (G @ H @ G), rel=0.03)
     iso = bs.noise_from_per_example(grads, 3.0 * np.eye(50))  # H ∝ I: B_noise = B_simple
     assert iso.noise == pytest.approx(iso.simple, rel=1e-9)
     assert iso.lr_max == pytest.approx(1 / 3.0 * iso.grad_sq / iso.grad_sq, rel=1e-9)

@@ -49,7 +49,8 @@ def test_topk_error_is_within_its_contraction_and_randk_variance_matches_simulat
     assert set(idx.tolist()) == set(g.abs().argsort(descending=True)[:k].tolist())
     draws = torch.stack([C.densify(*C.randk(g, k, gen), 500) for _ in range(5_000)])
     rel = float(((draws - g) ** 2).sum(1).mean() / g.norm() ** 2)
-    assert rel == pytest.approx(cz.randk_variance(500, k), rel=0.15)
+    # 5,000 draws: the mean's standard error is 1.6%, so four of them
+    assert rel == pytest.approx(cz.randk_variance(500, k), rel=0.065)
 
 
 def test_error_feedback_loses_nothing():

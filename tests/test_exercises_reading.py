@@ -7,6 +7,7 @@ answers that hung the checker, and messages a reader could not understand.
 
 from __future__ import annotations
 
+import math
 import re
 import time
 
@@ -214,6 +215,27 @@ def test_bad_computed_strings_are_explained(ex_id, answer, phrase):
     assert not re.search(r"\w+Error|Exception|Traceback", r.message), r.message
 
 
+@pytest.mark.parametrize("answer", ["log(8, 2)", "log(8,2)", "log(8,100)", "sqrt(1,000)",
+                                    "2*log(1024, 2)", "exp(log(8, 2))"])
+def test_a_comma_inside_a_function_is_refused_not_misread(answer):
+    """"log(8, 2)" once lost its comma and was graded as ln(82) or ln(16); a second argument
+    or a thousands separator inside a function's parentheses is now refused, saying that log
+    is the natural log."""
+    r = grade("01.1", answer)
+    assert r.status == "invalid" and "natural log" in r.message and "commas" in r.message, \
+        r.message
+
+
+def test_log_is_the_natural_log():
+    """ln(16) = 2.77 and log(16) read alike; log(8)/log(2) is the base-2 log, 3."""
+    from dtbook.answers import _computed_number
+    assert _computed_number("log(16)")[0] == pytest.approx(math.log(16))
+    assert _computed_number("ln(16)")[0] == pytest.approx(math.log(16))
+    assert _computed_number("log(8)/log(2)")[0] == pytest.approx(3.0)
+    assert _computed_number("(1,000 + 24)*sqrt(4)")[0] == pytest.approx(2048)  # outside: fine
+
+
+
 @pytest.mark.parametrize("ex_id,answer", [
     ("31a.1", 42949672960), ("31a.1", "42949672960"), ("31a.1", "2*80*8*128*2*131072"),
     ("31a.1", np.int64(42949672960)), ("29.5", (2.1e6, 500)),
@@ -241,5 +263,7 @@ def test_every_answer_format_names_its_units():
         for u in units:
             if u and u not in ("$", "%"):
                 assert u in fmt, (ex_id, u, fmt)
-    assert get("31a.1").answer_format() == "a number in GB, or a string with its unit"
+    assert get("31a.1").answer_format() == ("a number in GB, or a string with its unit; sqrt, "
+                                            "exp and log (the natural log) may be typed")
+    assert "natural log" not in get("04.6").answer_format()      # an expression: no number
     assert get("27.4").answer_format().startswith("a tuple (h, dollars); a bare number is read")

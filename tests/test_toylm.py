@@ -58,7 +58,8 @@ def test_sampling_matches_the_source(source):
     g = torch.Generator().manual_seed(0)
     cur, nxt = source.sample(200_000, g)
     freq = torch.bincount(cur, minlength=32).double() / len(cur)
-    assert torch.allclose(freq, source.stationary, atol=0.01)
+    # 200,000 draws: a frequency's standard error is at most 0.0009
+    assert torch.allclose(freq, source.stationary, atol=0.004)
     # empirical cross-entropy of the true model is close to the entropy
     nll = -source.probs[cur, nxt].log().mean().item()
     assert nll == pytest.approx(source.entropy, abs=0.02)
