@@ -81,6 +81,9 @@ def _worker(rank, world):
     return {(on, link): _run(rank, world, on, link) for on in (True, False) for link in (False, True)}
 
 
+LINK_SECONDS = 0.001   # the emulated wire: every bucket spends this long on it
+
+
 def _run(rank, world, overlap_on, link=False):
     import torch
     import torch.distributed as dist
@@ -92,7 +95,7 @@ def _run(rank, world, overlap_on, link=False):
     model = torch.nn.Sequential(*[EmulatedCompute(torch.nn.Linear(16, 16), 0.002, f"layer {i}", tl)
                                   for i in range(5)])
     sync = BucketedAllReduce(model.parameters(), 2 * 16 * 17 * 4, world, overlap=overlap_on,
-                             timeline=tl, link=(lambda nbytes: 0.001) if link else None)
+                             timeline=tl, link=(lambda nbytes: LINK_SECONDS) if link else None)
     torch.manual_seed(rank + 1)                           # each rank its own data
     loss = model(torch.randn(3, 16)).square().sum()
     results = []
@@ -100,16 +103,19 @@ def _run(rank, world, overlap_on, link=False):
         model.zero_grad()
         tl.clear()
         loss_ = model(torch.randn(3, 16)).square().sum() if step else loss
-        loss_.backward()
-        local = [p.grad.clone() for p in model.parameters()]
-        with CommCounter() as counter:                    # the non-overlapped calls happen here
+        # one counter over backward and finish: it patches torch.distributed's functions, so
+        # it also sees the all-reduces the link thread makes, whenever it makes them
+        with CommCounter(functional=False) as counter:
+            loss_.backward()
+            in_backward = len(counter.calls)              # issued from the hooks
+            local = [p.grad.clone() for p in model.parameters()]
             sync.finish()
         gathered = [[torch.zeros_like(g) for _ in range(world)] for g in local]
         for g, out in zip(local, gathered):
             dist.all_gather(out, g)
         mean = [torch.stack(out).mean(0) for out in gathered]
         results.append((all(torch.allclose(p.grad, m, atol=1e-6) for p, m in zip(model.parameters(), mean)),
-                        counter.counts().get("all_reduce", 0), sorted(k for k, *_ in tl.spans)))
+                        in_backward, counter.counts(), list(tl.spans)))
     sync.remove()
     return results, sync.plan, sync.bucket_bytes()
 
@@ -122,13 +128,29 @@ def test_bucketed_allreduce_averages_like_an_all_gather():
     for (overlap_on, link), (results, plan, nbytes) in runs:
         assert plan == bucket_plan([16 * 16 * 4, 16 * 4] * 5, 2 * 16 * 17 * 4)
         assert sum(nbytes) == 5 * 17 * 16 * 4
-        for equal, calls, kinds in results:
+        for equal, in_backward, calls, spans in results:
             assert equal
-            if not link:   # on the emulated link a hook's bucket may still be on the wire in finish()
-                assert calls == (0 if overlap_on else len(plan))   # with hooks, sent during backward
-            elif not overlap_on:
-                assert calls == len(plan)
-            assert kinds.count("compute") == 5 and kinds.count("comm") == len(plan)
+            # one all-reduce per bucket, whatever the mode, and nothing else
+            assert calls == {"all_reduce": len(plan)}
+            if not overlap_on:                           # all of them sent in finish()
+                assert in_backward == 0
+            elif not link:                               # all of them sent by the hooks
+                assert in_backward == len(plan)
+            # (on the emulated link a bucket may still be on the wire when backward returns)
+            kinds = [k for k, *_ in spans]
+            assert kinds.count("compute") == 5
+            ready = {lab: e for k, lab, s, e in spans if k == "ready"}
+            comm = {lab: (s, e) for k, lab, s, e in spans if k == "comm"}
+            labels = {f"bucket {b}" for b in range(len(plan))}
+            assert set(ready) == set(comm) == labels and kinds.count("comm") == len(plan)
+            for lab in labels:                           # a bucket is sent once it is ready
+                start, end = comm[lab]
+                assert start == ready[lab] and end > ready[lab]
+                if link:                                 # and spends the emulated link's time
+                    assert end - start >= LINK_SECONDS
+            if overlap_on and link:                      # one link: buckets leave in order
+                ends = [comm[f"bucket {b}"][1] for b in range(len(plan))]
+                assert ends == sorted(ends)
 
 
 def test_link_must_be_a_function_of_the_bytes():
@@ -137,3 +159,38 @@ def test_link_must_be_a_function_of_the_bytes():
 
     with pytest.raises(ValueError, match="link"):
         BucketedAllReduce(torch.nn.Linear(2, 2).parameters(), 64, 1, link=0.01)
+
+
+def _hooked(link, overlap_on=True):
+    import torch
+    from dtbook.parallel.overlap import BucketedAllReduce
+
+    model = torch.nn.Linear(4, 4)
+    return model, BucketedAllReduce(model.parameters(), 1 << 20, 1, overlap=overlap_on, link=link)
+
+
+@pytest.mark.parametrize("value", [-0.001, float("nan"), float("inf"), None, "1 ms", True])
+@pytest.mark.parametrize("overlap_on", [True, False])
+def test_what_link_returns_is_checked_in_the_caller(value, overlap_on):
+    # the bad value surfaces from backward() (the hook) or finish(), before any all-reduce,
+    # so no process group is needed; it is not left on the link thread
+    import torch
+
+    model, sync = _hooked(lambda nbytes: value, overlap_on)
+    try:
+        with pytest.raises(ValueError, match="link"):
+            model(torch.ones(2, 4)).sum().backward()
+            sync.finish()
+    finally:
+        sync.remove()
+
+
+def test_finish_after_remove_says_so():
+    import torch
+
+    for overlap_on in (True, False):
+        model, sync = _hooked(None, overlap_on)
+        sync.remove()
+        model(torch.ones(2, 4)).sum().backward()          # no hooks left: nothing is sent
+        with pytest.raises(RuntimeError, match="remove"):
+            sync.finish()

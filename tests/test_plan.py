@@ -121,41 +121,69 @@ def test_bad_input_names_the_argument(kwargs, word):
         plan.estimate("llama9", **BASE)
 
 
+# The runs trained on Megatron-DeepSpeed, by name: the one exception to TARGET_WORST below,
+# so a new row on that stack is not exempted without a look
+DEEPSPEED_ROWS = {"mtnlg-530b", "mtnlg-530b-2800", "mtnlg-530b-3360", "bloom-176b"}
+
+
 def test_validation_against_the_stated_target():
     # Reported and predicted tokens/s of every published run, each predicted as the planner's
     # best configuration over the fields its source did not print; no constant is fitted to
-    # them. The target is plan.TARGET_MEDIAN / TARGET_WORST (median |error| <= 10 %, every
-    # row within 25 %), stated before and apart from any result. Where it holds today it is
-    # asserted here: every row within TARGET_WORST except those trained on Megatron-DeepSpeed
-    # (MT-NLG, BLOOM), whose stack spent time outside the layer that the planner does not
-    # model (chapter 27's one-layer check puts the layer itself within 8 %); and the H100 rows
-    # (Llama 3, NeMo, Megatron-Bridge) meet both bounds. The whole target over every row is
-    # test_validation_target_over_every_row, which fails today.
+    # them. The one target is plan.TARGET_MEDIAN / TARGET_WORST, stated before and apart from
+    # any result; the whole of it over every row is test_validation_target_over_every_row,
+    # which fails today. Every bound here is that target or follows from it by a stated
+    # rule, none from the last run:
+    # - every row not trained on Megatron-DeepSpeed lies within TARGET_WORST;
+    # - the H100 rows (Llama 3, NeMo, Megatron-Bridge) meet both bounds;
+    # - the rows within TARGET_WORST have a median |error| at most halfway between the two
+    #   bounds, (TARGET_MEDIAN + TARGET_WORST) / 2: the typical row nearer the median target
+    #   than the worst-row limit. They do not meet TARGET_MEDIAN itself today (the strict
+    #   xfail test_in_band_rows_meet_the_median_target says so, and turns red when they do);
+    #   moving the A100 rows towards the limit fails this bound, as it fails no row bound;
+    # - the Megatron-DeepSpeed rows (MT-NLG, BLOOM) are over-predicted (error > 0: their stack
+    #   spent time outside the layer that the planner does not model; chapter 27's one-layer
+    #   check, test_layer_against_korthikanti_table_4, puts the layer itself near the
+    #   measurement) and by at most 2 * TARGET_WORST: the planner still accounts for
+    #   1 / (1 + 2 * TARGET_WORST), two thirds, of their reported step time.
     rows = plan.validate()
     assert len(rows) == len(runs.names())
     assert all(r["fits"] for r in rows)  # a published layout ran, so it must fit
     deepspeed = {n for n in runs.names() if runs.get(n).software == "megatron-deepspeed"}
+    assert deepspeed == DEEPSPEED_ROWS
     for r in rows:
         if r["name"] not in deepspeed:
             assert abs(r["error"]) <= plan.TARGET_WORST, (r["name"], r["error"])
         else:  # the planner leaves out time that stack spent: it can only be optimistic there
-            assert r["error"] > 0, (r["name"], r["error"])
+            assert 0 < r["error"] <= 2 * plan.TARGET_WORST, (r["name"], r["error"])
     h100 = plan.summary([r for r in rows if r["gpu"] == "h100-sxm"])
     assert h100["meets"], h100
+    in_band = plan.summary([r for r in rows if abs(r["error"]) <= plan.TARGET_WORST])
+    assert in_band["median"] <= (plan.TARGET_MEDIAN + plan.TARGET_WORST) / 2, in_band
     # summary() against a hand count on the whole table
     everything = plan.summary(rows)
     size = np.sort(np.abs([r["error"] for r in rows]))
     assert everything["median"] == pytest.approx(np.median(size))
+    assert everything["mean"] == pytest.approx(np.mean(size))
     assert set(everything["outside"]) == {r["name"] for r in rows
                                           if abs(r["error"]) > plan.TARGET_WORST}
     assert set(everything["outside"]) <= deepspeed
 
 
-@pytest.mark.xfail(strict=True, reason="the planner misses its target today: every A100 row is "
-                   "over-predicted (median |error| 13 %) and the Megatron-DeepSpeed rows by up "
-                   "to 38 %; strict, so meeting the target turns this test red until the mark goes")
+# strict: the day the planner meets the target these turn red, and the mark (and chapter 27's
+# sentence saying it does not) must go; raises=AssertionError: an error elsewhere is no pass
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="the planner misses its stated target today (chapter 27 names the rows "
+                          "outside TARGET_WORST and gives the median)")
 def test_validation_target_over_every_row():
     assert plan.summary(plan.validate())["meets"]
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="the rows within TARGET_WORST miss TARGET_MEDIAN today: every A100 row "
+                          "is over-predicted (chapter 27)")
+def test_in_band_rows_meet_the_median_target():
+    rows = [r for r in plan.validate() if abs(r["error"]) <= plan.TARGET_WORST]
+    assert plan.summary(rows)["median"] <= plan.TARGET_MEDIAN
 
 
 def test_summary_of_a_hand_made_table():
@@ -169,6 +197,10 @@ def test_summary_of_a_hand_made_table():
     assert plan.summary([dict(name="a", error=0.1)])["meets"]
     with pytest.raises(ValueError, match="rows"):
         plan.summary([])
+    with pytest.raises(ValueError, match=r"rows\[1\] has no 'error'"):
+        plan.summary([dict(name="a", error=0.1), dict(name="b")])
+    with pytest.raises(ValueError, match="'name'"):
+        plan.summary([dict(error=0.1)])
 
 
 def test_validation_fixes_every_printed_field_and_chooses_the_rest():

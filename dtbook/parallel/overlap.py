@@ -19,11 +19,14 @@ CPU core, so the communication thread runs beside it.
 ``link=`` emulates the wire the same way: each bucket first spends ``link(nbytes)`` seconds
 asleep on one link thread (buckets in the order they are ready, one at a time, as on one
 link), then is all-reduced for real. With sleeps on both sides the overlap is a property of
-the schedule, not of the machine's load.
+the schedule, not of the machine's load. ``link`` is called where the bucket becomes ready
+(in the hook, or in ``finish``), so a bad return value raises there, not on the link thread.
 """
 
 from __future__ import annotations
 
+import math
+import numbers
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -107,7 +110,10 @@ class BucketedAllReduce:
     of its parameters to receive a gradient. ``overlap=False``: every bucket is all-reduced in
     :meth:`finish`, after the backward pass. Call :meth:`finish` after each ``backward()``.
     ``link``: a function of a bucket's bytes giving the seconds it spends on an emulated link
-    (a sleep on one link thread) before its real all-reduce; None sends at once.
+    (a sleep on one link thread) before its real all-reduce; None sends at once. It must
+    return a non-negative number of seconds; anything else is a ``ValueError`` naming
+    ``link``, raised from the ``backward()`` or :meth:`finish` that made the bucket ready.
+    After :meth:`remove`, :meth:`finish` raises ``RuntimeError``.
     """
 
     def __init__(self, parameters, cap, world_size, overlap=True, timeline=None, group=None,
@@ -123,6 +129,7 @@ class BucketedAllReduce:
         self._flat = [None] * len(self.plan)
         self._inflight = []
         self._hooks = []
+        self._removed = False
         self.link = link
         self._wire = ThreadPoolExecutor(max_workers=1) if link is not None else None
         if overlap:
@@ -149,12 +156,13 @@ class BucketedAllReduce:
         t0 = time.perf_counter()
         self.timeline.add("ready", f"bucket {b}", t0, t0)
         if self.link is not None:
+            seconds = self._link_seconds(flat.numel() * flat.element_size())
             if async_op:
-                done = self._wire.submit(self._over_link, b, flat, t0)
+                done = self._wire.submit(self._over_link, b, flat, t0, seconds)
                 self.timeline.add("launch", f"bucket {b}", t0, time.perf_counter())
                 self._inflight.append((b, flat, done.result))
             else:
-                self._over_link(b, flat, t0)
+                self._over_link(b, flat, t0, seconds)
                 self._write_back(b, flat)
             return
         if async_op:
@@ -170,8 +178,17 @@ class BucketedAllReduce:
             self.timeline.add("comm", f"bucket {b}", t0, time.perf_counter())
             self._write_back(b, flat)
 
-    def _over_link(self, b, flat, t0):
-        time.sleep(self.link(flat.numel() * flat.element_size()))   # the emulated wire
+    def _link_seconds(self, nbytes):
+        """``link(nbytes)``, checked here, in the thread that made the bucket ready."""
+        seconds = self.link(nbytes)
+        if (isinstance(seconds, bool) or not isinstance(seconds, numbers.Real)
+                or not math.isfinite(seconds) or seconds < 0):
+            raise ValueError(f"link must return a non-negative number of seconds; "
+                             f"link({nbytes}) returned {seconds!r}")
+        return float(seconds)
+
+    def _over_link(self, b, flat, t0, seconds):
+        time.sleep(seconds)                                          # the emulated wire
         dist.all_reduce(flat, group=self.group)                      # the real sum
         self.timeline.add("comm", f"bucket {b}", t0, time.perf_counter())
 
@@ -186,6 +203,9 @@ class BucketedAllReduce:
     def finish(self) -> None:
         """Wait for every bucket (or, without overlap, send them all now) and write back the
         averaged gradients."""
+        if self._removed:
+            raise RuntimeError("finish() after remove(): the hooks and the link thread are "
+                               "gone; make a new BucketedAllReduce")
         if not self.overlap:
             for b in range(len(self.plan)):
                 self._launch(b, async_op=False)
@@ -199,7 +219,8 @@ class BucketedAllReduce:
         self._missing = [len(idx) for idx in self.plan]
 
     def remove(self) -> None:
-        """Detach the hooks."""
+        """Detach the hooks and stop the link thread; :meth:`finish` may not follow."""
+        self._removed = True
         for h in self._hooks:
             h.remove()
         self._hooks.clear()

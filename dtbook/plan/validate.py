@@ -191,10 +191,16 @@ def summary(rows) -> dict:
     """The rows of :func:`validate` (or :func:`validate_layers`) against the target (chapter
     27): ``median`` |error|, ``mean`` |error|, the ``worst`` signed error and its ``worst_name``,
     ``outside`` (the names with |error| > :data:`TARGET_WORST`, worst first) and ``meets``
-    (median <= :data:`TARGET_MEDIAN` and no row outside)."""
+    (median <= :data:`TARGET_MEDIAN` and no row outside). ``ValueError`` if ``rows`` is empty
+    or a row lacks its ``name`` or ``error``."""
     rows = list(rows)
     if not rows:
         raise ValueError("rows is empty: nothing to summarise")
+    for i, r in enumerate(rows):
+        missing = [k for k in ("name", "error") if not isinstance(r, dict) or k not in r]
+        if missing:
+            raise ValueError(f"rows[{i}] has no {' and no '.join(map(repr, missing))}: each row "
+                             f"is a dict with a 'name' and an 'error' (plan.validate's rows)")
     errors = [float(r["error"]) for r in rows]
     size = sorted(abs(e) for e in errors)
     n = len(size)
