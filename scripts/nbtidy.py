@@ -6,7 +6,8 @@
 Idempotent. For each notebook it
 - moves the glue() calls that end a code cell into a cell of their own, and the imports (and
   seeds) that open one into a cell of their own before it, and tags every cell that only
-  glues, imports or seeds ``remove-input``: bookkeeping is not shown on the page;
+  glues, imports or seeds ``remove-input``: bookkeeping is not shown on the page (nor is
+  the value its last call returns: such a cell ends with ';');
 - turns "chapter 20" (and "chapters 14 and 31") in the prose into links to those chapters,
   so chapters link each other (a chapter's mention of itself stays plain text);
 - makes the first code cell the one that installs dtbook where it is missing (Colab, a bare
@@ -269,14 +270,19 @@ def tag_bookkeeping(cells: list) -> None:
     for cell in cells:
         if cell["cell_type"] != "code":
             continue
+        text = _source(cell)
         try:
-            body = ast.parse(_source(cell)).body
+            body = ast.parse(text).body
         except SyntaxError:
             continue
         if body and all(is_bookkeeping(n) for n in body):
             tags = _tags(cell)
             if not {"remove-input", "remove-cell"} & set(tags):
                 tags.append("remove-input")
+            # a hidden cell's outputs still show: torch.manual_seed(0) last would print its
+            # <torch._C.Generator object at 0x...>, so the cell ends with ';'
+            if _call_name(body[-1]) not in (None, "glue") and not text.rstrip().endswith(";"):
+                _set(cell, text.rstrip() + ";")
 
 
 def ensure_install_cell(cells: list, url: str) -> list:

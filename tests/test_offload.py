@@ -88,3 +88,20 @@ def test_step_time_and_efficiency():
     assert offload.step_time(0.1, 0.08, 0.005) == pytest.approx(0.105)
     assert offload.step_time(0.1, 0.08, 0.005, overlap=False) == pytest.approx(0.185)
     assert offload.efficiency(0.1, 0.2) == pytest.approx(0.5)
+
+
+def test_cpu_step_time_is_the_bytes_the_adam_step_moves():
+    # written out: read the bf16 gradient (2), read and write the fp32 master, m and v
+    # (2 x (4 + 4 + 4)), write the bf16 copy (2): 28 bytes per parameter
+    psi, host_bw = 10e9, 614.4e9 / 8              # a DGX H100 GPU's eighth of its host's DRAM
+    assert offload.cpu_step_time(psi, host_bw) == pytest.approx(28 * 10e9 / 76.8e9)
+    assert offload.cpu_step_time(psi, host_bw, dp=8) == pytest.approx(28 * 10e9 / 8 / 76.8e9)
+    # fp32 gradients on the host (4 bytes), SGD with momentum (one 4-byte moment)
+    assert offload.cpu_step_time(psi, host_bw, grad_bytes=4, optimizer_bytes=4) == \
+        pytest.approx((4 + 2 * (4 + 4) + 2) * psi / host_bw)
+    Psi, B = sp.symbols("Psi B", positive=True)
+    assert sp.simplify(offload.cpu_step_time(Psi, B) - 28 * Psi / B) == 0
+    with pytest.raises(ValueError, match="bandwidth"):
+        offload.cpu_step_time(psi, 0)
+    with pytest.raises(ValueError, match="dp"):
+        offload.cpu_step_time(psi, host_bw, dp=0)
