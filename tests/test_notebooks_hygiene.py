@@ -336,3 +336,11 @@ def test_no_budget_bookkeeping_on_the_page(path):
     prose = "\n".join(_source(c) for c in _cells(path) if c["cell_type"] == "markdown")
     assert not re.search(r"budget\b[^.\n]*\(load|of a [^.\n]*\bs budget", prose, re.I), \
         f"{path.name} states the measurement budget in its prose"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_the_explorer_section_has_one_name(path):
+    # every chapter calls its interactive section "Explore" (optionally ": what it varies")
+    markdown = "\n".join(_source(c) for c in _cells(path) if c["cell_type"] == "markdown")
+    headings = re.findall(r"^#+ (Explor\w*)", markdown, re.M)
+    assert set(headings) <= {"Explore"}, f"{path.name}: {headings}"
