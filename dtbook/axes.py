@@ -218,6 +218,9 @@ def dropped_tokens(fractions, tokens, capacity_factor=1.25, experts_per_token=1)
     :func:`dtbook.moe.capacity` slots: Σ max(0, fᵢ·k·T − C) (chapter 25)."""
     f = np.asarray(check.nonnegative("fractions", fractions), dtype=float)
     min_capacity_factor(fractions)                        # the same checks on the shares
+    for name, value in (("tokens", tokens), ("capacity_factor", capacity_factor),
+                        ("experts_per_token", experts_per_token)):
+        check.scalar(name, value)  # the answer is one sum over the experts
     slots = moe.capacity(tokens, f.size, experts_per_token, capacity_factor)
     load = f * experts_per_token * tokens
     return float(np.maximum(0.0, load - slots).sum())
@@ -243,4 +246,4 @@ def dp_bandwidth_growth(dp_from, dp_to):
     return sent(dp_to) / sent(dp_from)
 
 
-check.guard_module(globals())  # every public formula checks its arguments (DESIGN.md)
+check.guard_module(globals(), arrays=True)  # every public formula checks its arguments (DESIGN.md)

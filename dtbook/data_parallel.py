@@ -183,4 +183,4 @@ def memory_per_device(params, bytes_per_param=model_state_bytes(1)):
     return params * bytes_per_param
 
 
-check.guard_module(globals())  # every public formula checks its arguments (DESIGN.md)
+check.guard_module(globals(), arrays=True)  # every public formula checks its arguments (DESIGN.md)

@@ -81,6 +81,9 @@ def zero_state_breakdown(params, dp, stage, param_bytes=2, grad_bytes=2, master_
     Shards are taken as even (real implementations pad or, like ``ZeroRedundancyOptimizer``,
     split by whole parameters, chapter 20 shows by how much)."""
     check.count("dp", dp)
+    check.scalar("stage", stage)  # one stage per call: an array of them is not a choice
+    if isinstance(stage, np.ndarray):
+        stage = stage.item()
     if stage not in _ZERO_SHARDED:
         raise ValueError(f"stage must be a ZeRO stage 0, 1, 2 or 3; got {stage!r}")
     parts = model_state_breakdown(params, param_bytes, grad_bytes, master_bytes, optimizer_bytes)

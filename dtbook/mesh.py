@@ -256,8 +256,11 @@ def axis_in_node(dims, axis, gpus_per_node):
     and the node size is a multiple of it, so no group straddles a node boundary."""
     dims = _dims(dims)
     check.count("gpus_per_node", gpus_per_node)
-    if not 0 <= axis < len(dims):
+    check.scalar("axis", axis)  # one axis per call: an array of them is not an index
+    if (isinstance(axis, sp.Basic) and axis.free_symbols) or not 0 <= axis < len(dims) \
+            or axis != int(axis):
         raise ValueError(f"axis must index one of the {len(dims)} mesh axes, got {axis!r}")
+    axis = int(axis)
     span = axis_strides(dims)[axis] * dims[axis]
     return bool(span <= gpus_per_node and gpus_per_node % span == 0)
 

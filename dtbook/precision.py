@@ -256,4 +256,4 @@ FORMATS = {f.name: f for f in (
     Format("e5m2", 5, 2, "ieee", "float8_e5m2"),
 )}
 
-check.guard_module(globals())
+check.guard_module(globals(), arrays=True)

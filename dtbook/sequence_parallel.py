@@ -189,4 +189,4 @@ def flash_ring_bytes(seq, head_dim, world, value_bytes=2):
     return 8 * seq / world * head_dim * value_bytes
 
 
-check.guard_module(globals())  # every public formula checks its arguments (DESIGN.md)
+check.guard_module(globals(), arrays=True)  # every public formula checks its arguments (DESIGN.md)

@@ -31,6 +31,7 @@ __all__ = ["memory_limit", "memory_reduction", "step_comm_bytes", "zero3_comm_ti
 
 
 def _stage(stage):
+    check.scalar("stage", stage)  # one stage per call: an array of them is not a choice
     if stage not in (0, 1, 2, 3):
         raise ValueError(f"stage must be a ZeRO stage 0, 1, 2 or 3; got {stage!r}")
     return int(stage)
