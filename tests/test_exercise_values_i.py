@@ -27,6 +27,7 @@ from scipy import optimize, stats
 from dtbook import hardware, schedules
 from dtbook.exercises import get
 from dtbook.units import GB, KB, MB, MiB, day, hour, ms, us
+from exercise_values import chapter_number, compare, unconfirmed
 
 # ---- catalog figures the prompts name (dtbook.hardware) --------------------------------------
 F = hardware.get("h100-sxm").peak("bf16")      # 989.4 TFLOP/s dense BF16 (Hopper whitepaper)
@@ -687,55 +688,14 @@ INDEPENDENT = {
 TOLERANCE: dict[str, float] = {}
 
 
-def _rename(expr):
-    """The same expression over positive symbols named alike (assumptions may differ)."""
-    expr = sp.sympify(expr)
-    return expr.subs({s: sp.Symbol(s.name, positive=True) for s in expr.free_symbols})
-
-
-def _compare(ref, mine, rtol, where="answer"):
-    if isinstance(ref, dict):
-        assert isinstance(mine, dict) and set(ref) == set(mine), where
-        for k in ref:
-            _compare(ref[k], mine[k], rtol, f"{where}.{k}")
-        return
-    if isinstance(ref, (tuple, list)):
-        assert isinstance(mine, (tuple, list)) and len(ref) == len(mine), where
-        for i, (r, m) in enumerate(zip(ref, mine)):
-            _compare(r, m, rtol, f"{where}#{i + 1}")
-        return
-    if isinstance(ref, (bool, np.bool_)):
-        assert bool(ref) == bool(mine) and isinstance(mine, (bool, np.bool_)), where
-        return
-    if isinstance(ref, str):
-        assert ref == mine, where
-        return
-    if isinstance(ref, sp.Basic) and ref.free_symbols:
-        assert sp.simplify(_rename(ref) - _rename(mine)) == 0, f"{where}: {ref} vs {mine}"
-        return
-    assert math.isclose(float(ref), float(mine), rel_tol=rtol), \
-        f"{where}: {float(ref)!r} vs {float(mine)!r}"
-
-
 @pytest.mark.parametrize("ex_id", sorted(INDEPENDENT))
 def test_independent_value(ex_id):
-    _compare(get(ex_id).solution(), INDEPENDENT[ex_id], TOLERANCE.get(ex_id, 1e-9), ex_id)
-
-
-def _unconfirmed(e):
-    """No printed answer, one the book_note rejects, or one that leaves a part unprinted."""
-    def leaves(x):
-        return ([y for v in x for y in leaves(v)] if isinstance(x, (tuple, list))
-                else [y for v in x.values() for y in leaves(v)] if isinstance(x, dict) else [x])
-    return e.book_answer is None or bool(e.book_note) or None in leaves(e.book_answer)
+    compare(get(ex_id).solution(), INDEPENDENT[ex_id], TOLERANCE.get(ex_id, 1e-9), ex_id)
 
 
 def test_every_unconfirmed_exercise_of_chapters_01_to_18_has_a_value():
     """An exercise of chapters 01–18 with no printed answer, a rejected one (book_note), or
     one with a part unprinted needs an independent value here."""
-    import re
-
     from dtbook.exercises import registry
-    mine = {i for i, e in registry().items()
-            if int(re.match(r"\d+", i).group()) <= 18 and _unconfirmed(e)}
+    mine = {i for i, e in registry().items() if chapter_number(i) <= 18 and unconfirmed(e)}
     assert mine - set(INDEPENDENT) == set()

@@ -30,6 +30,7 @@ from scipy import integrate
 from dtbook import hardware, models, schedules
 from dtbook.exercises import get, registry
 from dtbook.units import GB, MB, MiB, hour, ms, us
+from exercise_values import chapter_number, compare, unconfirmed
 
 # ---- catalog figures the prompts name (dtbook.hardware, dtbook.models) -----------------------
 NVL = hardware.get("nvlink4")                  # α = 1 µs, β = 450 GB/s per direction
@@ -478,59 +479,16 @@ TOLERANCE = {
 DISAGREE: dict[str, str] = {}
 
 
-def _rename(expr):
-    """The same expression over positive symbols named alike (assumptions may differ)."""
-    expr = sp.sympify(expr)
-    return expr.subs({s: sp.Symbol(s.name, positive=True) for s in expr.free_symbols})
-
-
-def _compare(ref, mine, rtol, where="answer"):
-    if isinstance(ref, dict):
-        assert isinstance(mine, dict) and set(ref) == set(mine), where
-        for k in ref:
-            _compare(ref[k], mine[k], rtol, f"{where}.{k}")
-        return
-    if isinstance(ref, (tuple, list)):
-        assert isinstance(mine, (tuple, list)) and len(ref) == len(mine), where
-        for i, (r, m) in enumerate(zip(ref, mine)):
-            _compare(r, m, rtol, f"{where}#{i + 1}")
-        return
-    if isinstance(ref, (bool, np.bool_)):
-        assert isinstance(mine, (bool, np.bool_)) and bool(ref) == bool(mine), where
-        return
-    if isinstance(ref, str):
-        assert ref == mine, where
-        return
-    if isinstance(ref, sp.Basic) and ref.free_symbols:
-        assert sp.simplify(_rename(ref) - _rename(mine)) == 0, f"{where}: {ref} vs {mine}"
-        return
-    assert math.isclose(float(ref), float(mine), rel_tol=rtol), \
-        f"{where}: reference {float(ref)!r}, independent {float(mine)!r}"
-
-
 @pytest.mark.parametrize("ex_id", [
     pytest.param(i, marks=pytest.mark.xfail(strict=True, reason=DISAGREE[i])) if i in DISAGREE
     else i for i in sorted(INDEPENDENT)])
 def test_independent_value(ex_id):
-    _compare(get(ex_id).solution(), INDEPENDENT[ex_id], TOLERANCE.get(ex_id, 1e-9), ex_id)
-
-
-def _chapter(ex_id):
-    head = ex_id.split(".")[0]
-    return int(head.rstrip("abcdefghijklmnopqrstuvwxyz")), head
-
-
-def _unconfirmed(e):
-    """No printed answer, one the book_note rejects, or one that leaves a part unprinted."""
-    def leaves(x):
-        return ([y for v in x for y in leaves(v)] if isinstance(x, (tuple, list))
-                else [y for v in x.values() for y in leaves(v)] if isinstance(x, dict) else [x])
-    return e.book_answer is None or bool(e.book_note) or None in leaves(e.book_answer)
+    compare(get(ex_id).solution(), INDEPENDENT[ex_id], TOLERANCE.get(ex_id, 1e-9), ex_id)
 
 
 def test_every_unconfirmed_exercise_of_chapters_19_to_31a_is_covered():
     """Each exercise of chapters 19–31a without a printed answer that confirms it (none, one
     its book_note rejects, or one with a part unprinted) has an independent value here."""
     wanted = {i for i, e in registry().items()
-              if 19 <= _chapter(i)[0] <= 31 and _unconfirmed(e)}
+              if 19 <= chapter_number(i) <= 31 and unconfirmed(e)}
     assert wanted <= set(INDEPENDENT), sorted(wanted - set(INDEPENDENT))
