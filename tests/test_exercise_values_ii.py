@@ -23,7 +23,6 @@ import math
 
 import numpy as np
 import pytest
-import sympy as sp
 import torch
 from scipy import integrate
 
