@@ -224,6 +224,20 @@ def _box_markdown(text: str, docname: str, docs: set[str]) -> tuple[str, int]:
     return text, missing
 
 
+_CHAPTER_REF = re.compile(r"\b([Cc]hapter) (\d{1,2})([a-z]?)\b(?!\.\d)")
+
+
+def _link_chapters(text: str, chapter_docs: dict[str, str], docs: set[str]) -> str:
+    """'chapter 06' in an exercise's note (escaped text) as a link to chapter 06 when this
+    build has it: chapters link each other here as in the chapters themselves."""
+    def sub(m):
+        target = chapter_docs.get(m.group(2).zfill(2) + m.group(3))
+        if target not in docs:
+            return m.group(0)
+        return f"{{doc}}`{m.group(1)} {m.group(2)}{m.group(3)} </{target}>`"
+    return _CHAPTER_REF.sub(sub, text)
+
+
 def appendix(root: Path | None = None, docs: set[str] | None = None) -> Appendix:
     """The corrections appendix as MyST Markdown (appendix "Corrections to the original
     edition"). ``docs`` is the set of docnames this build contains (default: the book's
@@ -247,7 +261,7 @@ def appendix(root: Path | None = None, docs: set[str] | None = None) -> Appendix
         name = (f"{{ref}}`{ex_id} <{label}>`" if chapter_docs.get(c.chapter) in docs
                 else ex_id)
         rows += [f"* - {name}", f"  - {_escape(c.printed)}", f"  - {_escape(c.right)}",
-                 f"  - {_escape(_strip_internal(c.why))}"]
+                 f"  - {_link_chapters(_escape(_strip_internal(c.why)), chapter_docs, docs)}"]
     rows.append("```")
 
     blocks, missing, left_out = [], 0, []
