@@ -253,7 +253,7 @@ def appendix(root: Path | None = None, docs: set[str] | None = None) -> Appendix
     exercises = [c for c in found if c.where.startswith("exercise ")]
     boxes = [c for c in found if not c.where.startswith("exercise ")]
 
-    rows = ["```{list-table}", ":header-rows: 1", ":widths: auto", "",
+    rows = ["```{list-table}", ":header-rows: 1", ":widths: auto", ":class: corrections", "",
             "* - exercise", "  - the original prints", "  - this book", "  - why"]
     for c in exercises:
         ex_id = c.where.split()[-1]
