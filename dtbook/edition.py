@@ -33,10 +33,11 @@ class Correction:
 
 
 def _number(value) -> str:
-    """A printed answer as text: a large float in powers of ten (1.9e+10, not 19000000000.0),
+    """A printed answer as text: a large float in powers of ten (1.9×10¹⁰, not 19000000000.0),
     everything else as written."""
     if isinstance(value, float) and abs(value) >= 1e6:
-        return f"{value:.6g}"
+        from dtbook.units import fmt_sci
+        return fmt_sci(value, 6)
     return str(value)
 
 
@@ -178,6 +179,8 @@ def _box_markdown(text: str, docname: str, docs: set[str]) -> tuple[str, int]:
         parts = []
         for part in f"{folder}/{target}".split("/"):
             if part == "..":
+                if not parts:
+                    raise ValueError(f"{docname}: the link {target!r} leads outside the book")
                 parts.pop()
             elif part not in ("", "."):
                 parts.append(part)
@@ -242,7 +245,7 @@ def appendix(root: Path | None = None, docs: set[str] | None = None) -> Appendix
     """The corrections appendix as MyST Markdown (appendix "Corrections to the original
     edition"). ``docs`` is the set of docnames this build contains (default: the book's
     ``_toc.yml``; every chapter when there is none). A chapter outside it is named rather
-    than linked, and its glued values read "(shown in the chapter)"."""
+    than linked, and its glued values read "(see chapter N)"."""
     root = root or _book_root()
     chapter_docs = _chapter_docs(root)
     if docs is None:
