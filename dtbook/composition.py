@@ -15,7 +15,7 @@ The step-time model puts these together with the pipeline bubble:
 T_step = (m + (p − 1)/v)(T_c + T_TP + v·T_PP) + e·T_DP, where T_c, T_TP and T_PP are one
 microbatch's compute, TP time and pipeline send/receive time (per model chunk) on one GPU.
 The pipeline's sends are charged, not hidden: Megatron's schedules block on each paired
-send/receive between steps, as :mod:`dtbook.plan.estimate` charges them too, and with v
+send/receive between steps, as :mod:`dtbook.plan.model` charges them too, and with v
 model chunks a microbatch crosses v boundaries per GPU. It reuses :mod:`dtbook.pipeline_parallel` (bubbles),
 :mod:`dtbook.tensor_parallel` and :mod:`dtbook.comm` (collective times) and
 :mod:`dtbook.memory` (bytes per GPU); nothing here re-derives them.

@@ -4,7 +4,7 @@ sequence lengths, and what Megatron sequence parallelism, ring attention and Uly
 
 Attention mixes positions, but it does so through sums: a softmax-weighted average is a sum
 over keys divided by a sum over keys, and both sums can be computed block by block and merged
-(the online softmax, :mod:`dtbook.parallel.sequence`). That decomposability lets the sequence
+(the online softmax, :mod:`dtbook.parallel.sequence_parallel`). That decomposability lets the sequence
 axis be split over P ranks. The shapes are b (``batch``), S (``seq``), H (``hidden``), n_h
 (``heads``) and s (``value_bytes``, 2 for bf16). Every function accepts Python numbers, NumPy
 arrays and SymPy symbols alike; sizes are bytes, times seconds.

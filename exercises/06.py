@@ -5,7 +5,7 @@ Activation memory is the Korthikanti et al. count that chapter 06 derives
 catalog's dense BF16 figure for an H100 SXM.
 """
 
-from dtbook import activations, cost, estimate, flops, hardware, memory
+from dtbook import activations, cost, fermi, flops, hardware, memory
 from dtbook.exercises import exercise
 from dtbook.units import TFLOP, day
 
@@ -114,7 +114,7 @@ def _():
     hint="Errors add in quadrature in log space: exp(√(Σ ln² fᵢ)); the worst case multiplies.",
 )
 def _():
-    return (estimate.combined_factor(2, 2, 2), estimate.worst_case_factor(2, 2, 2))
+    return (fermi.combined_factor(2, 2, 2), fermi.worst_case_factor(2, 2, 2))
 
 
 @exercise(

@@ -5,7 +5,7 @@ import numpy as np
 from dtbook import data_parallel as dp
 from dtbook import hardware
 from dtbook.exercises import exercise
-from dtbook.parallel.data import bucket_plan
+from dtbook.parallel.data_parallel import bucket_plan
 from dtbook.units import MiB, ms
 
 H100 = hardware.get("h100-sxm")

@@ -4,7 +4,7 @@ import numpy as np
 
 from dtbook import models, moe
 from dtbook.exercises import exercise
-from dtbook.parallel.expert import coordinates
+from dtbook.parallel.moe import coordinates
 from dtbook.units import ms
 
 SKEW = [0.5] + [0.5 / 7] * 7          # half the tokens to expert 0, the rest spread evenly

@@ -11,7 +11,7 @@ import sympy as sp
 import torch
 
 from dtbook import comm, compression as cz
-from dtbook.parallel import compress as C
+from dtbook.parallel import compression as C
 
 
 def test_qsgd_is_unbiased_and_its_variance_is_the_exact_sum_and_under_the_bound():
@@ -109,7 +109,7 @@ def test_sparse_allreduce_on_gloo_equals_the_sum_of_the_sparse_vectors():
 
     def worker(rank, world_size):
         import torch
-        from dtbook.parallel import compress as C
+        from dtbook.parallel import compression as C
         from dtbook.parallel.counting import CommCounter
         g = torch.randn(100, generator=torch.Generator().manual_seed(rank))
         idx, val = C.topk(g, 7)

@@ -28,18 +28,19 @@ import dtbook
 NOT_FORMULAS = {
     # they run processes, measure, train, draw or parse text, and have tests of their own
     "dist", "_launcher", "_validate", "exercises", "microbench", "nn", "toylm", "plotting",
-    "widgets", "measure", "symbolic", "units", "collectives", "parallel", "parallel.counting",
-    "parallel.pipeline",  # a stage runner: tests/test_parallel_pipeline.py
-    "parallel.data", "parallel.compress", "parallel.tensor", "parallel.expert", "parallel.zero", "parallel.sequence",
+    "widgets", "measure", "symbolic", "units", "_renamed", "collectives", "parallel", "parallel.counting",
+    "parallel.pipeline_parallel",  # a stage runner: tests/test_parallel_pipeline.py
+    "parallel.data_parallel", "parallel.compression", "parallel.tensor_parallel", "parallel.moe", "parallel.zero",
+    "parallel.sequence_parallel",
     "parallel.overlap",  # chapter 31: hooks and a timeline recorder, tests/test_overlap.py
-    "parallel.four_d",  # chapter 25: a (dp, cp, tp) block on gloo, tests/test_four_d.py
-    "parallel.three_d",  # chapter 24: TP x PP x DP training on gloo, tests/test_three_d.py
+    "parallel.axes",  # chapter 25: a (dp, cp, tp) block on gloo, tests/test_parallel_axes.py
+    "parallel.composition",  # chapter 24: TP x PP x DP training on gloo, tests/test_parallel_composition.py
     "parallel.local_sgd",  # chapter 29: training loops and a parameter server, tests/test_local_sgd.py
-    "parallel.fault_tolerant",  # chapter 26: torchft replicas on gloo, tests/test_fault_tolerant.py
+    "parallel.resilience",  # chapter 26: torchft replicas on gloo, tests/test_parallel_resilience.py
     # catalogs: they take names, and name the bad one (tests/test_hardware.py, test_models.py)
     "hardware", "models", "runs",
     # the planner (chapter 27): tests/test_plan.py; these take configurations, run searches,
-    # read the catalog of runs or parse a command line (plan.gemm and plan.estimate are walked)
+    # read the catalog of runs or parse a command line (plan.gemm and plan.model are walked)
     "plan", "plan.search", "plan.cli", "plan.validate", "__main__",
     # reads the book's own records (the corrections appendix)
     "edition",
@@ -52,9 +53,9 @@ NOT_FORMULA_FUNCTIONS = {"datapipe.make_tokens", "datapipe.write_shards", "datap
                          "schedules.from_torch",  # reads PyTorch's action objects
                          # the planner's lookups by name or object, and estimate()'s own
                          # steps, which every bad number to estimate() reaches
-                         "plan.estimate.resolve_model", "plan.estimate.links_for",
-                         "plan.estimate.protocol_efficiency", "plan.estimate.elementwise_values",
-                         "plan.estimate.evaluate"}
+                         "plan.model.resolve_model", "plan.model.links_for",
+                         "plan.model.protocol_efficiency", "plan.model.elementwise_values",
+                         "plan.model.evaluate"}
 
 HOUSE = {"world": 8, "p": 8, "P": 8, "tp": 8, "dp": 8, "pp": 4, "params": 7e9, "tokens": 1e12,
          "nbytes": 1e9, "n": 1e9, "alpha": 1e-5, "beta": 5e10, "mfu": 0.4, "peak_flops": 1e15,
@@ -99,9 +100,9 @@ def _baselines():
                                     tokens=1000),
         "cost.price": dict(device="h100-sxm"),
         "datapipe.pipeline_throughput": dict(_args=(1e3, 2e3, 5e2)),
-        "estimate.combined_factor": dict(_args=(2.0, 3.0)),
-        "estimate.worst_case_factor": dict(_args=(2.0, 3.0)),
-        "estimate.interval_product": dict(_args=((1.0, 2.0), (3.0, 4.0))),
+        "fermi.combined_factor": dict(_args=(2.0, 3.0)),
+        "fermi.worst_case_factor": dict(_args=(2.0, 3.0)),
+        "fermi.interval_product": dict(_args=((1.0, 2.0), (3.0, 4.0))),
         "flops.matmul_params": dict(cfg=cfg),
         "kv_cache.bytes_per_token_layer": dict(cfg=cfg),  # chapter 31a
         "flops.transformer_matmul_flops": dict(cfg=cfg, batch=4, seq=2048),
@@ -126,9 +127,9 @@ def _baselines():
            for f in ("build", "simulate")},
         **{f"schedules.{f}": dict(stages=4, microbatches=8) for f in ("book_1f1b", "dualpipe_v")},
         "schedules.table2_bubble": dict(schedule="1f1b", stages=4, t_forward=1.0, t_backward=2.0),
-        "plan.estimate.estimate": dict(model="llama3-8b", gpus=64, tp=8, pp=2, dp=4, seq=4096,
+        "plan.model.estimate": dict(model="llama3-8b", gpus=64, tp=8, pp=2, dp=4, seq=4096,
                                        global_batch=256),
-        "plan.estimate.layer_time": dict(model="llama3-8b", tp=8, micro_batch=2, seq=4096),
+        "plan.model.layer_time": dict(model="llama3-8b", tp=8, micro_batch=2, seq=4096),
         "scaling.isoflop_minimum": dict(params=np.array([1e8, 3e8, 1e9, 3e9, 1e10]),
                                         losses=np.array([3.1, 2.9, 2.85, 2.9, 3.05])),
     }

@@ -9,7 +9,7 @@ import torch.distributed as dist
 
 from dtbook import comm, data_parallel as dp
 from dtbook import symbolic as S
-from dtbook.parallel.data import bucket_plan
+from dtbook.parallel.data_parallel import bucket_plan
 
 
 def _simulate_overlap(t_backward, t_comm, layers):

@@ -1,5 +1,5 @@
 """Chapter 18: dtbook.moe's closed forms against simulations and independent counts, and
-dtbook.parallel.expert's layer against straightforward loops and one process."""
+dtbook.parallel.moe's layer against straightforward loops and one process."""
 
 import math
 
@@ -9,7 +9,7 @@ import sympy as sp
 import torch
 
 from dtbook import moe
-from dtbook.parallel import expert
+from dtbook.parallel import moe as expert
 
 
 def test_load_std_is_the_binomial_spread_summed_from_its_pmf():
@@ -154,7 +154,7 @@ def test_rank_layout_round_trips_and_partitions_the_world():
 
 def _ep_worker(rank, world_size):
     import torch
-    from dtbook.parallel import expert
+    from dtbook.parallel import moe as expert
     from dtbook.parallel.counting import CommCounter
 
     gen = torch.Generator().manual_seed(0)

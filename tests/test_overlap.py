@@ -7,7 +7,7 @@ import sympy as sp
 
 from dtbook import comm, data_parallel, overlap
 from dtbook.dist import launch
-from dtbook.parallel.data import bucket_plan
+from dtbook.parallel.data_parallel import bucket_plan
 
 RNG = np.random.default_rng(31)
 

@@ -1,4 +1,4 @@
-"""dtbook.parallel.pipeline and dtbook.pipeline_parallel (chapter 16): the stage runner's
+"""dtbook.parallel.pipeline_parallel and dtbook.pipeline_parallel (chapter 16): the stage runner's
 gradients against one process, its sends counted against the formula, and the partition
 against brute force."""
 
@@ -16,7 +16,7 @@ def _worker(rank, world, m, name):
 
     from dtbook import schedules
     from dtbook.parallel.counting import CommCounter
-    from dtbook.parallel.pipeline import run_schedule
+    from dtbook.parallel.pipeline_parallel import run_schedule
 
     torch.manual_seed(0)
     H, B = 8, 8

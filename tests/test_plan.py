@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from dtbook import comm, hardware, memory, models, pipeline_parallel, plan, runs, schedules
-from dtbook.plan.estimate import RECOMPUTE, elementwise_values, in_flight, protocol_efficiency
+from dtbook.plan.model import RECOMPUTE, elementwise_values, in_flight, protocol_efficiency
 from dtbook.plan.gemm import matmul_time
-from dtbook.plan.estimate import links_for
+from dtbook.plan.model import links_for
 from dtbook.plan.validate import (fuses_grad_accumulation, overlaps_grad_reduce,
                                   pipeline_engine_of, run_keywords)
 

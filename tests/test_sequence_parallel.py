@@ -12,7 +12,7 @@ import torch
 
 from dtbook import comm
 from dtbook import sequence_parallel as sq
-from dtbook.parallel import sequence
+from dtbook.parallel import sequence_parallel as sequence
 from dtbook.symbolic import same
 
 
@@ -110,7 +110,7 @@ def test_empty_rows_nan_unguarded_identity_guarded():
 def _dist_worker(rank, world):
     import torch
     import torch.nn.functional as F
-    from dtbook.parallel import sequence, tensor as tp
+    from dtbook.parallel import sequence_parallel as sequence, tensor_parallel as tp
 
     g = torch.Generator().manual_seed(0)
     qkv = torch.randn(3, 1, 2, 8, 4, dtype=torch.float64, generator=g)

@@ -8,7 +8,7 @@ import torch
 
 from dtbook import comm, flops, models
 from dtbook import tensor_parallel as tpf
-from dtbook.parallel import tensor as tp
+from dtbook.parallel import tensor_parallel as tp
 from dtbook.symbolic import assert_same, batch as b, hidden as d, seq as s, world as P
 
 
@@ -103,7 +103,7 @@ def test_tp_block_on_two_gloo_ranks_matches_one_process():
 
     def worker(rank, world_size):
         import torch
-        from dtbook.parallel import tensor as tp
+        from dtbook.parallel import tensor_parallel as tp
         from dtbook.parallel.counting import CommCounter
 
         torch.manual_seed(0)

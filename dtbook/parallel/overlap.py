@@ -3,7 +3,7 @@
 Data parallelism (chapter 14) all-reduces the gradients after ``loss.backward()``. They need
 not wait: the last layer's gradients exist long before the first layer's. Here each
 parameter gets a ``register_post_accumulate_grad_hook``; when every parameter of a bucket
-(chapter 14's :func:`dtbook.parallel.data.bucket_plan`) has its gradient, the bucket is
+(chapter 14's :func:`dtbook.parallel.data_parallel.bucket_plan`) has its gradient, the bucket is
 flattened and sent with ``all_reduce(async_op=True)``, and the backward pass goes on while
 gloo's thread moves the bytes. :meth:`BucketedAllReduce.finish` waits for what is still in
 flight and writes the averages back. With ``overlap=False`` the same buckets are all-reduced
@@ -35,7 +35,7 @@ from contextlib import contextmanager
 import torch
 import torch.distributed as dist
 
-from .data import bucket_plan
+from .data_parallel import bucket_plan
 
 __all__ = ["Timeline", "EmulatedCompute", "BucketedAllReduce"]
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from .. import models
-from .estimate import RECOMPUTE, estimate
+from .model import RECOMPUTE, estimate
 from .search import search
 
 _FIX = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "zero")

@@ -14,7 +14,7 @@ and 1-4 virtual stages. The constraints, in the order :func:`funnel` applies the
 8. **experts**: ep divides the experts and the dp * cp replicas (dense models: ep = 1);
 9. **memory**: the estimate fits in HBM.
 
-Every candidate is a row of NumPy arrays and :func:`dtbook.plan.estimate.evaluate` scores
+Every candidate is a row of NumPy arrays and :func:`dtbook.plan.model.evaluate` scores
 them all at once, so the whole space of a 405B model on 16,384 GPUs takes well under a
 second (``benchmarks/plan_search.py``).
 """
@@ -26,7 +26,7 @@ from collections import OrderedDict
 import numpy as np
 
 from .. import hardware
-from .estimate import (ATTENTION, COLUMNS, RECOMPUTE, _check_engine, _whole, Estimate, estimate, evaluate,
+from .model import (ATTENTION, COLUMNS, RECOMPUTE, _check_engine, _whole, Estimate, estimate, evaluate,
                        links_for, resolve_model)
 
 __all__ = ["configurations", "funnel", "search", "SPACE"]

@@ -48,7 +48,7 @@ chapter 27 read both from here.
 from __future__ import annotations
 
 from .. import runs as _runs
-from .estimate import layer_time
+from .model import layer_time
 from .search import search
 
 __all__ = ["validate", "validate_layers", "predict_run", "overlaps_grad_reduce", "fuses_grad_accumulation",
@@ -87,7 +87,7 @@ def overlaps_grad_reduce(run) -> bool:
 
 def fuses_grad_accumulation(run) -> bool:
     """Whether ``run``'s software accumulated the weight gradients inside the wgrad GEMMs
-    (chapter 27; :mod:`dtbook.plan.estimate` notes): the run's own
+    (chapter 27; :mod:`dtbook.plan.model` notes): the run's own
     ``gradient_accumulation_fusion`` where the catalog records it; otherwise by the software
     of its era, dated from Megatron-LM's history. Fusion reached Megatron-LM's main branch
     on 2022-02-22 (merge 9c5a830, on by default), for FP32 accumulation only until
@@ -167,7 +167,7 @@ def validate(names=None) -> list[dict]:
 def validate_layers(names=None) -> list[dict]:
     """One dict per published per-layer measurement (:func:`dtbook.runs.layer_timings`):
     ``name``, the ``measured`` and ``predicted`` forward and backward seconds
-    (:func:`dtbook.plan.estimate.layer_time` on the measured layout), and ``error``, the
+    (:func:`dtbook.plan.model.layer_time` on the measured layout), and ``error``, the
     combined forward + backward in throughput terms like :func:`validate`'s: measured time
     over predicted time, minus 1 (positive: the planner's layer is faster than the
     measurement). (Chapter 27.)"""

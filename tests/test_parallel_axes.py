@@ -1,4 +1,4 @@
-"""Chapter 25: dtbook.parallel.four_d — the (dp, cp, tp) block against one process on four
+"""Chapter 25: dtbook.parallel.axes — the (dp, cp, tp) block against one process on four
 gloo ranks, its traffic against dtbook.axes, and the slicing and routing helpers against
 direct constructions."""
 
@@ -8,13 +8,13 @@ import torch
 import torch.nn.functional as F
 
 from dtbook import axes
-from dtbook.parallel import four_d, tensor
+from dtbook.parallel import axes as axes_run, tensor_parallel
 
 
 def test_cut_shards_reassemble_the_whole_block():
     torch.manual_seed(0)
-    full = tensor.Block(8, 4)
-    shards = [four_d.cut(full, r, 2) for r in range(2)]
+    full = tensor_parallel.Block(8, 4)
+    shards = [axes_run.cut(full, r, 2) for r in range(2)]
     whole = dict(full.named_parameters())
     for name in ("attn.q.weight", "attn.k.bias", "mlp.fc1.weight"):      # split by rows
         assert torch.equal(torch.cat([s[name] for s in shards], 0), whole[name])
@@ -29,26 +29,26 @@ def test_tokens_sent_counts_assignments_to_other_ranks():
     idx = torch.randint(0, 8, (50, 2))
     for rank in range(4):
         by_loop = sum(1 for e in idx.reshape(-1).tolist() if e // 2 != rank)
-        assert four_d.tokens_sent(idx, rank, 8, 4) == by_loop
+        assert axes_run.tokens_sent(idx, rank, 8, 4) == by_loop
 
 
 def _worker(rank, world_size, dims, full, x, target, y_ref, grad_block):
     import torch.nn.functional as F
-    from dtbook.parallel import four_d
+    from dtbook.parallel import axes as axes_run
     from dtbook.parallel.counting import CommCounter
 
-    g = four_d.groups(dims)
+    g = axes_run.groups(dims)
     (dp_i, cp_i, tp_i), (dp, cp, tp) = g["coords"], dims
     b, s = x.shape[:2]
     rows = slice(dp_i * b // dp, (dp_i + 1) * b // dp)
     toks = slice(cp_i * s // cp, (cp_i + 1) * s // cp)
-    model = four_d.CPTPBlock(full, tp_i, tp, g["tp"][0], g["cp"][0])
+    model = axes_run.CPTPBlock(full, tp_i, tp, g["tp"][0], g["cp"][0])
     with CommCounter() as c:
         y = model(x[rows, toks])
         F.mse_loss(y, target[rows, toks]).backward()
     with CommCounter() as d:
-        four_d.average_gradients(model, g["grad"][0], dp * cp)
-    want = four_d.cut(grad_block, tp_i, tp)
+        axes_run.average_gradients(model, g["grad"][0], dp * cp)
+    want = axes_run.cut(grad_block, tp_i, tp)
     grad_err = max(float((p.grad - want[n]).abs().max()) for n, p in model.named_parameters())
     return dict(y_err=float((y - y_ref[rows, toks]).abs().max()), grad_err=grad_err,
                 calls=c.counts(), bytes=c.bytes(), dp=d.bytes())
@@ -61,7 +61,7 @@ def test_block_on_four_ranks_equals_one_process_and_sends_what_axes_says():
 
     torch.manual_seed(0)
     B, S, H, heads = 2, 8, 8, 2
-    full = tensor.Block(H, heads)
+    full = tensor_parallel.Block(H, heads)
     x, target = torch.randn(B, S, H), torch.randn(B, S, H)
     ref = copy.deepcopy(full)
     y_ref = ref(x)

@@ -3,10 +3,10 @@ expert layer on an EP axis (chapter 25).
 
 The pieces come from earlier chapters; this file only composes them.
 
-* :class:`CPTPBlock` is chapter 15's Megatron layer (:mod:`dtbook.parallel.tensor`: f, the
+* :class:`CPTPBlock` is chapter 15's Megatron layer (:mod:`dtbook.parallel.tensor_parallel`: f, the
   column-parallel Q, K, V with h/TP whole heads per rank, row-parallel output, g) whose
   per-head attention is chapter 17's ring attention over the CP group
-  (:func:`dtbook.parallel.sequence.ring_attention`). A rank holds S/CP tokens, so the
+  (:func:`dtbook.parallel.sequence_parallel.ring_attention`). A rank holds S/CP tokens, so the
   LayerNorms and the MLP, which act token by token, need nothing from the CP group. The ring
   passes K and V stacked in one tensor (one exchange per step): two gradient-carrying
   exchanges on independent autograd branches may run in different orders on different ranks.
@@ -15,7 +15,7 @@ The pieces come from earlier chapters; this file only composes them.
   Each rank's parameter gradients cover its own tokens only, so they are averaged over every
   rank that holds the same shard of the weights, the dp and cp coordinates together
   (:func:`average_gradients`, one all-reduce of a flat buffer).
-* :func:`cut` slices any whole :class:`dtbook.parallel.tensor.Block` into the rank's shard,
+* :func:`cut` slices any whole :class:`dtbook.parallel.tensor_parallel.Block` into the rank's shard,
   which is how a test compares a rank's gradients or trained weights with one process.
 * :func:`tokens_sent` counts, from a realised routing, the token-expert assignments a rank
   sends to the other ranks of its EP group; chapter 18's ``ep_forward`` moves them.
@@ -27,7 +27,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from dtbook.parallel import sequence, tensor
+from dtbook.parallel import sequence_parallel, tensor_parallel
 
 __all__ = ["CPTPAttention", "CPTPBlock", "groups", "cut", "average_gradients", "tokens_sent"]
 
@@ -37,35 +37,35 @@ class CPTPAttention(nn.Module):
     x [b, S/cp, H] → f → Q, K, V [b, h/tp, S/cp, d] → causal ring attention → row-parallel
     output → g. Chapter 25."""
 
-    def __init__(self, full: tensor.Attention, tp_rank, tp, tp_group=None, cp_group=None):
+    def __init__(self, full: tensor_parallel.Attention, tp_rank, tp, tp_group=None, cp_group=None):
         super().__init__()
         self.tp_group, self.cp_group, self.head_dim = tp_group, cp_group, full.head_dim
-        self.q, self.k, self.v = (tensor.ColumnParallelLinear(m, tp_rank, tp)
+        self.q, self.k, self.v = (tensor_parallel.ColumnParallelLinear(m, tp_rank, tp)
                                   for m in (full.q, full.k, full.v))
-        self.o = tensor.RowParallelLinear(full.o, tp_rank, tp, tp_group)
+        self.o = tensor_parallel.RowParallelLinear(full.o, tp_rank, tp, tp_group)
 
     def forward(self, x):
-        x = tensor.f(x, self.tp_group)
+        x = tensor_parallel.f(x, self.tp_group)
         b, s, _ = x.shape
         q, k, v = (t.reshape(b, s, -1, self.head_dim).transpose(1, 2)
                    for t in (self.q(x), self.k(x), self.v(x)))
-        y = sequence.ring_attention(q, k, v, causal=True, group=self.cp_group)
+        y = sequence_parallel.ring_attention(q, k, v, causal=True, group=self.cp_group)
         return self.o(y.transpose(1, 2).reshape(b, s, -1))
 
 
 class CPTPBlock(nn.Module):
-    """:class:`dtbook.parallel.tensor.Block` cut for one rank of a (cp, tp) grid: whole
+    """:class:`dtbook.parallel.tensor_parallel.Block` cut for one rank of a (cp, tp) grid: whole
     LayerNorms, :class:`CPTPAttention`, Megatron MLP. Input and output are this rank's S/cp
     tokens, replicated over tp. Chapter 25."""
 
-    def __init__(self, full: tensor.Block, tp_rank, tp, tp_group=None, cp_group=None):
+    def __init__(self, full: tensor_parallel.Block, tp_rank, tp, tp_group=None, cp_group=None):
         super().__init__()
         self.ln1 = nn.LayerNorm(full.ln1.normalized_shape)
         self.ln2 = nn.LayerNorm(full.ln2.normalized_shape)
         self.ln1.load_state_dict(full.ln1.state_dict())
         self.ln2.load_state_dict(full.ln2.state_dict())
         self.attn = CPTPAttention(full.attn, tp_rank, tp, tp_group, cp_group)
-        self.mlp = tensor.ParallelMLP(full.mlp, tp_rank, tp, tp_group)
+        self.mlp = tensor_parallel.ParallelMLP(full.mlp, tp_rank, tp, tp_group)
 
     def forward(self, x):
         x = x + self.attn(self.ln1(x))
@@ -92,7 +92,7 @@ def groups(dims=(2, 2, 2)):
     return mine
 
 
-def cut(full: tensor.Block, tp_rank, tp):
+def cut(full: tensor_parallel.Block, tp_rank, tp):
     """The shard of a whole block's parameters that tp rank ``tp_rank`` holds, as a dict
     name → tensor: the same slicing :class:`CPTPBlock` does (no process group needed).
     Chapter 25."""

@@ -101,7 +101,7 @@ def _rows(t, dim, rank, world):
 
 
 class SPBlock(nn.Module):
-    """Chapter 15's pre-norm layer (``dtbook.parallel.tensor.Block``) under tensor parallelism
+    """Chapter 15's pre-norm layer (``dtbook.parallel.tensor_parallel.Block``) under tensor parallelism
     with sequence parallelism (chapter 17): the LayerNorms, residuals and row-parallel biases
     act on a sequence shard [b, S/t, H]; ``gather_seq`` replaces f before each
     column-parallel region and ``scatter_seq`` replaces g after each row-parallel one. Per

@@ -1,4 +1,4 @@
-"""dtbook.parallel.fault_tolerant (chapter 26): the optimizer against torch's, and one
+"""dtbook.parallel.resilience (chapter 26): the optimizer against torch's, and one
 kill-and-heal run of torchft checked step by step and against a replay in one process."""
 
 import importlib.util
@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from dtbook.parallel import fault_tolerant as ft
+from dtbook.parallel import resilience as ft
 
 
 def test_momentum_is_torch_sgd_with_momentum():

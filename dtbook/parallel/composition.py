@@ -3,13 +3,13 @@ parallelism across replicas, all on one (DP, PP, TP) mesh (chapter 24).
 
 Nothing here is new: the groups come from :class:`dtbook.mesh.Mesh` (chapter 23,
 :func:`mesh_groups`), a stage
-is a stack of :class:`dtbook.parallel.tensor.ParallelBlock` (chapter 15) cut from the
+is a stack of :class:`dtbook.parallel.tensor_parallel.ParallelBlock` (chapter 15) cut from the
 single-process model, the stage runs the 1F1B action list of :func:`dtbook.schedules.build`
-with :func:`dtbook.parallel.pipeline.run_schedule` (chapter 16), and the replicas average
-their gradients with :func:`dtbook.parallel.data.allreduce_bucketed` (chapter 14). The
+with :func:`dtbook.parallel.pipeline_parallel.run_schedule` (chapter 16), and the replicas average
+their gradients with :func:`dtbook.parallel.data_parallel.allreduce_bucketed` (chapter 14). The
 point is that they compose: each axis talks only inside its own groups.
 
-The model is a stack of pre-norm transformer layers (:class:`dtbook.parallel.tensor.Block`)
+The model is a stack of pre-norm transformer layers (:class:`dtbook.parallel.tensor_parallel.Block`)
 trained to regress random targets (mean-squared error); a step takes ``dp·m`` microbatches
 of ``batch`` sequences, replica r getting microbatches r·m … r·m + m − 1.
 """
@@ -22,9 +22,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from dtbook import schedules
-from dtbook.parallel.data import allreduce_bucketed
-from dtbook.parallel.pipeline import run_schedule
-from dtbook.parallel.tensor import Block, ParallelBlock
+from dtbook.parallel.data_parallel import allreduce_bucketed
+from dtbook.parallel.pipeline_parallel import run_schedule
+from dtbook.parallel.tensor_parallel import Block, ParallelBlock
 
 __all__ = ["make_model", "make_data", "train_reference", "shard_stage", "mesh_groups",
            "train_3d", "state_bytes"]

@@ -27,7 +27,7 @@ import tempfile
 import threading
 import time
 
-from .data import parameters_hash
+from .data_parallel import parameters_hash
 
 __all__ = ["run", "replica", "batch", "make_model", "Momentum"]
 

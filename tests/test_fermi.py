@@ -1,4 +1,4 @@
-"""dtbook.estimate: Fermi parameter count and error propagation (chapter 06)."""
+"""dtbook.fermi: Fermi parameter count and error propagation (chapter 06)."""
 
 import math
 
@@ -8,7 +8,7 @@ import sympy as sp
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dtbook import estimate as E
+from dtbook import fermi as E
 from dtbook import models
 from dtbook.symbolic import assert_same
 
