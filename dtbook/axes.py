@@ -5,15 +5,19 @@ A 5D mesh (DP, PP, TP, CP, EP) divides a training run five ways. Per device:
 
 * **activations** of a layer scale with the tokens the device holds, S/cp, split by tp
   inside the tensor-parallel regions (with sequence parallelism, everywhere):
-  :func:`activation_bytes` is :func:`dtbook.activations.layer_activation_bytes` at
+  :func:`device_activation_bytes` is :func:`dtbook.activations.layer_activation_bytes` at
   sequence S/cp, times the layers of one pipeline stage and the micro-batches in flight;
 * **parameters**: dense weights Ψ_dense/(tp·pp), expert weights Ψ_expert/(tp·pp·ep)
   (:func:`params_per_device`); their training state follows :mod:`dtbook.memory`'s ZeRO
   accounting, each part over the ranks that replicate it (:func:`state_bytes`);
 * **communication**, per rank and training step, with how often it happens: TP's
-  all-reduces of b(S/cp)H activations (4 per layer and micro-batch), CP's ring of K and V
-  (2(cp − 1) exchanges per layer and micro-batch, forward and backward), PP's activations
-  between stages, DP's gradient all-reduce once per step, EP's all-to-alls
+  all-reduces of b(S/cp)H activations (:func:`dtbook.tensor_parallel.layer_comm_bytes`,
+  4 per layer and micro-batch), CP's ring of K and V
+  (:func:`dtbook.sequence_parallel.ring_kv_transfers`: 3(cp − 1) blocks per layer and
+  micro-batch, forward and backward, as Megatron-Core sends them; 2(cp − 1) when forward
+  keeps the blocks it received, as the runnable ring does), PP's activations between
+  stages, DP's gradient all-reduce once per step
+  (:func:`dtbook.data_parallel.gradient_buffer_bytes`), EP's all-to-alls
   (:func:`step_traffic`). Ordering the axes by this volume × frequency, heaviest innermost,
   is the placement rule; TP comes out innermost.
 
@@ -31,14 +35,16 @@ import numpy as np
 
 from . import _validate as check
 from . import activations as act
+from . import data_parallel as dpar
 from . import comm, memory, moe
 from . import sequence_parallel as sp_
+from . import tensor_parallel as tpar
 
 
 # ------------------------------------------------------------------ memory per device
 
-def activation_bytes(batch, seq, hidden, heads, layers, *, tp=1, cp=1, pp=1, ffn_hidden=None,
-                     in_flight=1, recompute="none", value_bytes=2):
+def device_activation_bytes(batch, seq, hidden, heads, layers, *, tp=1, cp=1, pp=1,
+                            ffn_hidden=None, in_flight=1, recompute="none", value_bytes=2):
     """Activation bytes one device keeps (chapter 25): in_flight · (layers/pp) · one layer
     of :func:`dtbook.activations.layer_activation_bytes` at sequence ``seq``/cp, split by
     ``tp`` with sequence parallelism, flash attention (no s×s matrix) and no dropout.
@@ -62,12 +68,8 @@ def activation_bytes(batch, seq, hidden, heads, layers, *, tp=1, cp=1, pp=1, ffn
 def expert_bytes(expert_params, *, ep=1, tp=1, pp=1, bytes_per_param=2):
     """Bytes of expert weights on one device, Ψ_expert·s/(ep·tp·pp) (chapter 25). Without
     EP (ep = 1), E experts of m·H·F weights each sit on every TP×PP slice."""
-    check.nonnegative("expert_params", expert_params)
-    check.count("ep", ep)
-    check.count("tp", tp)
-    check.count("pp", pp)
     check.positive("bytes_per_param", bytes_per_param)
-    return expert_params * bytes_per_param / (ep * tp * pp)
+    return params_per_device(0, expert_params, tp=tp, pp=pp, ep=ep) * bytes_per_param
 
 
 def params_per_device(dense_params, expert_params=0, *, tp=1, pp=1, ep=1):
@@ -99,48 +101,22 @@ def state_bytes(dense_params, expert_params=0, *, tp=1, pp=1, ep=1, dp=1, expert
 
 # ------------------------------------------------------------------ what each axis sends
 
-def tp_allreduce_bytes(batch, seq, hidden, *, cp=1, value_bytes=2):
-    """n of one TP all-reduce (chapter 25): the b·(S/cp)·H activation of this rank's tokens,
-    times value_bytes. A layer runs four: two forward (after attention and after the MLP),
-    two backward."""
-    check.count("cp", cp)
-    for name, value in (("batch", batch), ("seq", seq), ("hidden", hidden),
-                        ("value_bytes", value_bytes)):
-        check.positive(name, value)
-    return batch * seq / cp * hidden * value_bytes
-
-
-def cp_ring_step_bytes(batch, seq, hidden, cp, *, tp=1, kv_hidden=None, value_bytes=2):
-    """Bytes one rank sends in one ring-attention step with TP inside (chapter 25): its K and
-    V for its S/cp tokens and its heads, 2·b·(S/cp)·(H_kv/tp)·s; :func:`dtbook.
-    sequence_parallel.ring_kv_step_bytes` divided by tp. ``kv_hidden`` is the K/V width
+def cp_ring_bytes(batch, seq, hidden, cp, *, tp=1, kv_hidden=None, value_bytes=2,
+                  kv_saved=False):
+    """Bytes one rank sends per layer in ring attention with TP inside, forward and backward
+    (chapter 25): :func:`dtbook.sequence_parallel.ring_kv_transfers` blocks of
+    :func:`dtbook.sequence_parallel.ring_kv_step_bytes` divided by tp, the K and V of the
+    rank's S/cp tokens and its heads, 2·b·(S/cp)·(H_kv/tp)·s each. That is 3(cp − 1) blocks
+    as Megatron-Core sends them (K and V forward; K and V again with dK, dV backward), and
+    2(cp − 1) with ``kv_saved=True`` (forward keeps every block it received and backward
+    sends only dK and dV, as the runnable ring does). ``kv_hidden`` is the K/V width
     (heads_kv · head_dim; default ``hidden``, no grouped-query attention)."""
     check.count("cp", cp)
     check.count("tp", tp)
     check.positive("hidden", hidden)
     kv_hidden = hidden if kv_hidden is None else check.positive("kv_hidden", kv_hidden)
-    return sp_.ring_kv_step_bytes(batch, seq, kv_hidden, cp, value_bytes) / tp
-
-
-def cp_ring_bytes(batch, seq, hidden, cp, *, tp=1, kv_hidden=None, value_bytes=2):
-    """Bytes one rank sends per layer in ring attention, forward and backward (chapter 25):
-    cp − 1 exchanges of K and V forward and cp − 1 of their gradients backward,
-    2(cp − 1) · :func:`cp_ring_step_bytes`."""
-    return 2 * (cp - 1) * cp_ring_step_bytes(batch, seq, hidden, cp, tp=tp,
-                                             kv_hidden=kv_hidden, value_bytes=value_bytes)
-
-
-def dp_allreduce_bytes(params, *, tp=1, pp=1, grad_bytes=2, replicated=0):
-    """n of the DP gradient all-reduce on one rank (chapter 25): the gradients of the rank's
-    parameters, grad_bytes·((Ψ − Ψ_rep)/(tp·pp) + Ψ_rep/pp), where ``replicated`` Ψ_rep
-    counts the weights every TP rank keeps whole (LayerNorms, the bias after a row-parallel
-    layer). With CP the same all-reduce runs over the dp·cp ranks."""
-    check.nonnegative("params", params)
-    check.count("tp", tp)
-    check.count("pp", pp)
-    check.positive("grad_bytes", grad_bytes)
-    check.nonnegative("replicated", replicated)
-    return grad_bytes * ((params - replicated) / (tp * pp) + replicated / pp)
+    step = sp_.ring_kv_step_bytes(batch, seq, kv_hidden, cp, value_bytes=value_bytes) / tp
+    return sp_.ring_kv_transfers(cp, kv_saved=kv_saved) * step
 
 
 def ep_tokens_sent(tokens, experts_per_token, ep):
@@ -156,18 +132,21 @@ def ep_tokens_sent(tokens, experts_per_token, ep):
 
 def step_traffic(hidden, layers, params, *, batch, seq, microbatches, tp=1, cp=1, pp=1, dp=1,
                  ep=1, experts_per_token=1, moe_layers=0, kv_hidden=None, value_bytes=2,
-                 grad_bytes=2):
+                 grad_bytes=2, kv_saved=False):
     """Bytes one rank sends per training step along each mesh axis, as a dict
     {"tp", "cp", "pp", "dp", "ep"} (chapter 25). Per micro-batch of ``batch`` sequences
     (S/cp tokens each on this rank) and per layer of the rank's stage (layers/pp):
 
-    - tp: four ring all-reduces of b(S/cp)H·s, 2(tp − 1)/tp of each sent;
-    - cp: :func:`cp_ring_bytes`;
+    - tp: :func:`dtbook.tensor_parallel.layer_comm_bytes` at sequence S/cp, four ring
+      all-reduces of b(S/cp)H·s, 2(tp − 1)/tp of each sent;
+    - cp: :func:`cp_ring_bytes` (``kv_saved`` as there);
     - pp: the stage boundary's activation b(S/cp)H·s/tp (sequence-parallel) forward and its
       gradient backward, per micro-batch;
     - ep: four all-to-alls (dispatch, combine, and both backward) on the ``moe_layers`` of
       the stage, k·b(S/cp)·H·s·(ep − 1)/ep each;
-    - dp: one ring all-reduce of the rank's gradients, 2(dp − 1)/dp·n, once per step.
+    - dp: one ring all-reduce of the rank's gradients
+      (:func:`dtbook.data_parallel.gradient_buffer_bytes`), 2(dp − 1)/dp of them
+      (:func:`dtbook.data_parallel.gradient_bytes_sent`), once per step.
 
     Volume × frequency, ordered, is the placement rule: the heaviest axis goes innermost.
     """
@@ -180,16 +159,16 @@ def step_traffic(hidden, layers, params, *, batch, seq, microbatches, tp=1, cp=1
     check.count("experts_per_token", experts_per_token)
     check.nonnegative("moe_layers", moe_layers)
     stage_layers = layers / pp
-    n_act = tp_allreduce_bytes(batch, seq, hidden, cp=cp, value_bytes=value_bytes)
-    tp_bytes = 4 * comm.traffic("allreduce", n_act, tp).sent_bytes if _many(tp) else 0 * n_act
+    tokens = seq / cp                                     # per sequence, on this rank
+    tp_bytes = tpar.layer_comm_bytes(batch, tokens, hidden, tp, bytes_per_element=value_bytes)
     cp_bytes = cp_ring_bytes(batch, seq, hidden, cp, tp=tp, kv_hidden=kv_hidden,
-                             value_bytes=value_bytes)
+                             value_bytes=value_bytes, kv_saved=kv_saved)
+    n_act = tpar.activation_bytes(batch, tokens, hidden, bytes_per_element=value_bytes)
     pp_bytes = 2 * n_act / tp * (1 if _many(pp) else 0)
-    tokens = batch * seq / cp
-    ep_bytes = (moe.layer_alltoall_bytes(tokens, hidden, ep, experts_per_token, value_bytes)
-                * moe_layers / pp)
-    n_grad = dp_allreduce_bytes(params, tp=tp, pp=pp, grad_bytes=grad_bytes)
-    dp_bytes = comm.traffic("allreduce", n_grad, dp).sent_bytes if _many(dp) else 0 * n_grad
+    ep_bytes = (moe.layer_alltoall_bytes(batch * tokens, hidden, ep, experts_per_token,
+                                         value_bytes) * moe_layers / pp)
+    n_grad = dpar.gradient_buffer_bytes(params, tp=tp, pp=pp, grad_bytes=grad_bytes)
+    dp_bytes = dpar.gradient_bytes_sent(n_grad / grad_bytes, dp, grad_bytes=grad_bytes)
     per_micro = microbatches * stage_layers
     return {"tp": per_micro * tp_bytes, "cp": per_micro * cp_bytes,
             "pp": microbatches * pp_bytes, "ep": microbatches * ep_bytes, "dp": dp_bytes}

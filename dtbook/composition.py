@@ -16,9 +16,12 @@ T_step = (m + (p − 1)/v)(T_c + T_TP + v·T_PP) + e·T_DP, where T_c, T_TP and 
 microbatch's compute, TP time and pipeline send/receive time (per model chunk) on one GPU.
 The pipeline's sends are charged, not hidden: Megatron's schedules block on each paired
 send/receive between steps, as :mod:`dtbook.plan.model` charges them too, and with v
-model chunks a microbatch crosses v boundaries per GPU. It reuses :mod:`dtbook.pipeline_parallel` (bubbles),
-:mod:`dtbook.tensor_parallel` and :mod:`dtbook.comm` (collective times) and
-:mod:`dtbook.memory` (bytes per GPU); nothing here re-derives them.
+model chunks a microbatch crosses v boundaries per GPU. It reuses
+:mod:`dtbook.pipeline_parallel` (bubbles, :func:`~dtbook.pipeline_parallel.batch_time`),
+:mod:`dtbook.tensor_parallel`, :mod:`dtbook.data_parallel` and :mod:`dtbook.comm`
+(collective bytes and times), :mod:`dtbook.flops` and :mod:`dtbook.memory` (bytes per GPU);
+nothing here re-derives them. The DP bytes one GPU sends are
+:func:`dtbook.data_parallel.gradient_bytes_sent` of Ψ/(t·p).
 
 Numbers, NumPy arrays and SymPy symbols alike; bytes, seconds, FLOP.
 """
@@ -26,25 +29,18 @@ Numbers, NumPy arrays and SymPy symbols alike; bytes, seconds, FLOP.
 from __future__ import annotations
 
 from . import _validate as check
-from . import comm, memory
+from . import comm, flops, memory
 from . import data_parallel as dpar
 from . import pipeline_parallel as pipe
 from . import tensor_parallel as tpar
 
-__all__ = ["layout_size", "layers_per_stage", "tp_calls_per_step", "tp_bytes_per_step",
-           "pp_bytes_per_boundary", "dp_bytes_per_step", "megatron_rank_params",
+__all__ = ["layers_per_stage", "tp_calls_per_step", "tp_buffer_bytes_per_step",
+           "pp_bytes_per_boundary", "megatron_rank_params",
            "microbatch_compute_time", "microbatch_tp_time", "dp_time", "step_time",
-           "bubble_time", "interleaving_gain", "model_states_per_gpu", "memory_per_gpu",
-           "megatron_step_flops", "tp_latency", "dp_scaling_ratio"]
+           "interleaving_gain", "model_states_per_gpu", "memory_per_gpu",
+           "megatron_step_flops", "tp_latency"]
 
 _TP_ALLREDUCES = tpar.allreduces_per_layer()      # 2 forward (g) + 2 backward (f), chapter 15
-
-
-def layout_size(tp, pp, dp):
-    """N = t·p·d GPUs (chapter 24)."""
-    for name, v in (("tp", tp), ("pp", pp), ("dp", dp)):
-        check.count(name, v)
-    return tp * pp * dp
 
 
 def layers_per_stage(layers, pp, virtual_stages=1):
@@ -66,29 +62,22 @@ def tp_calls_per_step(layers, pp, microbatches):
     return _TP_ALLREDUCES * layers_per_stage(layers, pp) * microbatches
 
 
-def tp_bytes_per_step(batch, seq, hidden, layers, pp, microbatches, bytes_per_value=2):
-    """The buffers of those all-reduces added up, 4·(L/p)·m·b·s·H·sizeof: the n of each call
-    (what :class:`dtbook.parallel.counting.CommCounter` counts), not the bytes a ring sends,
-    which are 2(t − 1)/t of it (chapter 24)."""
+def tp_buffer_bytes_per_step(batch, seq, hidden, layers, pp, microbatches, *,
+                             bytes_per_value=2):
+    """The buffers of those all-reduces added up, :func:`tp_calls_per_step` times
+    :func:`dtbook.tensor_parallel.activation_bytes`, 4·(L/p)·m·b·s·H·sizeof: the n of each
+    call (what :class:`dtbook.parallel.counting.CommCounter` counts), not the bytes a ring
+    sends, which are 2(t − 1)/t of it, :func:`dtbook.tensor_parallel.layer_comm_bytes` per
+    layer (chapter 24)."""
     return (tp_calls_per_step(layers, pp, microbatches)
-            * tpar.activation_bytes(batch, seq, hidden, bytes_per_value))
+            * tpar.activation_bytes(batch, seq, hidden, bytes_per_element=bytes_per_value))
 
 
-def pp_bytes_per_boundary(batch, seq, hidden, microbatches, bytes_per_value=2):
+def pp_bytes_per_boundary(batch, seq, hidden, microbatches, *, bytes_per_value=2):
     """Bytes crossing one stage boundary per step: m activations forward and m gradients
     backward, 2m·b·s·H·sizeof, in 2m messages (chapters 16, 24)."""
     check.count("microbatches", microbatches)
     return 2 * microbatches * pipe.p2p_message_bytes(batch, seq, hidden, bytes_per_value)
-
-
-def dp_bytes_per_step(params, tp, pp, dp, bytes_per_value=2):
-    """What one GPU sends in the ring all-reduce of its gradients, 2(d − 1)/d · Ψ/(t·p) ·
-    sizeof (chapters 14, 24): TP and PP shrink the buffer the DP axis reduces."""
-    check.count("tp", tp)
-    check.count("pp", pp)
-    check.count("dp", dp)
-    check.positive("params", params)
-    return dpar.allreduce_bytes(params / (tp * pp), dp, bytes_per_value)
 
 
 def megatron_rank_params(hidden, layers, tp):
@@ -110,34 +99,27 @@ def microbatch_compute_time(params, batch, seq, tp, pp, peak_flops, passes=3):
         check.positive(name, v)
     check.count("tp", tp)
     check.count("pp", pp)
-    return passes * 2 * params * batch * seq / (tp * pp * peak_flops)
+    return passes * flops.forward_flops(params / (tp * pp), batch * seq) / peak_flops
 
 
-def microbatch_tp_time(batch, seq, hidden, layers, tp, pp, alpha, beta, bytes_per_value=2):
+def microbatch_tp_time(batch, seq, hidden, layers, tp, pp, alpha, beta, *, bytes_per_value=2):
     """One microbatch's TP communication on one GPU: 4·(L/p) ring all-reduces of b·s·H·sizeof
     over t ranks, 4(L/p)·(2(t − 1)α + 2(t − 1)/t · bsH·sizeof/β) (chapter 24, with
     :func:`dtbook.comm.allreduce_time`). Megatron does not overlap them with compute."""
     return layers_per_stage(layers, pp) * tpar.layer_comm_time(
-        batch, seq, hidden, tp, alpha, beta, bytes_per_value)
+        batch, seq, hidden, tp, alpha, beta, bytes_per_element=bytes_per_value)
 
 
-def dp_time(params, tp, pp, dp, alpha, beta, bytes_per_value=2):
-    """The gradient all-reduce of Ψ/(t·p) parameters over d ranks,
-    2(d − 1)α + 2(d − 1)/d · Ψ·sizeof/(t·p·β) (chapters 14, 24)."""
+def dp_time(params, tp, pp, dp, alpha, beta, *, grad_bytes=2):
+    """The gradient all-reduce of Ψ/(t·p) parameters over d ranks, chapter 14's
+    :func:`dtbook.data_parallel.comm_time`: 2(d − 1)α + 2(d − 1)/d · Ψ·s/(t·p·β)
+    (chapters 14, 24). TP and PP shrink the buffer the DP axis reduces; the bytes one GPU
+    sends are :func:`dtbook.data_parallel.gradient_bytes_sent` of Ψ/(t·p)."""
     check.count("tp", tp)
     check.count("pp", pp)
     check.count("dp", dp)
     check.positive("params", params)
-    return comm.allreduce_time(params / (tp * pp) * bytes_per_value, dp, alpha, beta)
-
-
-def bubble_time(pp, microbatches, t_slot, virtual_stages=1):
-    """Idle time of a pipeline step: (p − 1)/v slots of one microbatch's work t_slot
-    (chapters 16, 24); v = 1 is 1F1B."""
-    check.count("pp", pp)
-    check.count("virtual_stages", virtual_stages)
-    check.nonnegative("t_slot", t_slot)
-    return (pp - 1) * t_slot / virtual_stages
+    return dpar.comm_time(params / (tp * pp), dp, alpha, beta, grad_bytes=grad_bytes)
 
 
 def step_time(t_compute, t_tp, pp, microbatches, t_dp=0, virtual_stages=1, dp_exposed=1,
@@ -148,7 +130,8 @@ def step_time(t_compute, t_tp, pp, microbatches, t_dp=0, virtual_stages=1, dp_ex
     its pipeline send/receive time per model chunk (one activation forward, one gradient
     backward). The sends are charged, not hidden: Megatron's 1F1B waits for each paired
     ``send_forward_recv_backward`` before its next step, so each of the v chunks a
-    microbatch passes on a GPU adds T_PP to that GPU's slot. The bubble is
+    microbatch passes on a GPU adds T_PP to that GPU's slot. The pipeline part is
+    :func:`dtbook.pipeline_parallel.batch_time` of that slot, whose bubble is
     :func:`dtbook.pipeline_parallel.interleaved_bubble_fraction` of the slots (v = 1: 1F1B's
     (p − 1)/(m + p − 1)); ``dp_exposed`` e is the share of the gradient all-reduce not
     overlapped with the backward pass (1: none overlapped).
@@ -161,8 +144,9 @@ def step_time(t_compute, t_tp, pp, microbatches, t_dp=0, virtual_stages=1, dp_ex
     check.count("pp", pp)
     check.count("microbatches", microbatches)
     check.count("virtual_stages", virtual_stages)
-    busy = microbatches * (t_compute + t_tp + virtual_stages * t_p2p)
-    return busy / (1 - pipe.interleaved_bubble_fraction(pp, microbatches, virtual_stages)) \
+    # batch_time adds a micro-batch's forward and backward; the slot is both together
+    slot = t_compute + t_tp + virtual_stages * t_p2p
+    return pipe.batch_time(pp, microbatches, slot, 0, virtual_stages=virtual_stages) \
         + dp_exposed * t_dp
 
 
@@ -190,14 +174,6 @@ def tp_latency(tp, alpha):
     check.count("tp", tp)
     check.nonnegative("alpha", alpha)
     return comm.allreduce_time(0, tp, alpha, 1)
-
-
-def dp_scaling_ratio(dp, factor=4):
-    """How much longer the bandwidth term of a ring all-reduce gets when the DP degree grows
-    from d to k·d: (kd − 1)/(k(d − 1)) → 1 (chapter 24). DP is the axis that scales."""
-    check.count("dp", dp, minimum=2)
-    check.positive("factor", factor)
-    return (factor * dp - 1) / (factor * (dp - 1))
 
 
 # --------------------------------------------------------------------------- memory and FLOPs
@@ -232,15 +208,17 @@ def megatron_step_flops(batch, seq, layers, hidden, vocab, recompute=True):
     """FLOPs of one step of a GPT layer stack as Narayanan et al. (2021) count them,
     96·B·s·L·H²(1 + s/(6H) + V/(16·L·H)) with full recompute (chapter 24).
 
-    That is 4 forward-sized passes of the layers (24BsLH² + 4Bs²LH each: full, non-causal
-    attention) and 3 of the logits (2BsHV each). ``recompute=False`` counts 3 passes of the
+    That is 4 forward-sized passes of the layers (L times
+    :func:`dtbook.tensor_parallel.layer_forward_flops`, 24BsH² + 4Bs²H: full, non-causal
+    attention) and 3 of the logits (2BsHV each, :func:`dtbook.flops.training_flops` of the
+    H·V head). ``recompute=False`` counts 3 passes of the
     layers: the model FLOPs an MFU is measured against."""
     for name, v in (("batch", batch), ("seq", seq), ("layers", layers), ("hidden", hidden),
                     ("vocab", vocab)):
         check.positive(name, v)
     passes = 4 if recompute else 3
-    return passes * 24 * batch * seq * layers * hidden**2 * (1 + seq / (6 * hidden)) \
-        + 6 * batch * seq * hidden * vocab
+    return (passes * layers * tpar.layer_forward_flops(batch, seq, hidden)
+            + flops.training_flops(hidden * vocab, batch * seq))
 
 
 check.guard_module(globals())  # every public formula checks its arguments (DESIGN.md)

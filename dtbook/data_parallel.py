@@ -10,8 +10,9 @@ with the backward pass, stragglers, stale updates, and the floating-point error 
 reduction order.
 
 Here ``tokens`` is b, the tokens one rank processes per step (the 6Ψb FLOP count counts
-tokens, not sequences), and ``bytes_per_param`` is s, the bytes of one gradient element
-(4 for fp32, 2 for bf16/fp16). Every function accepts Python numbers, NumPy arrays and
+tokens, not sequences), and ``grad_bytes`` is s, the bytes of one gradient element
+(4 for fp32, 2 for bf16/fp16): keyword-only and without a default, since a run's gradient
+width is a choice the caller states. Every function accepts Python numbers, NumPy arrays and
 SymPy symbols alike; times are seconds, bandwidths bytes per second per direction.
 """
 
@@ -21,12 +22,12 @@ import sympy as sp
 import numpy as np
 
 from . import _validate as check
-from . import comm
+from . import comm, flops
 from .memory import model_state_bytes
 from .symbolic import is_symbolic, maximum
 
 __all__ = [
-    "allreduce_bytes", "comm_time", "compute_time", "compute_comm_ratio", "breakeven_tokens",
+    "gradient_bytes_sent", "gradient_buffer_bytes", "comm_time", "compute_time", "compute_comm_ratio", "breakeven_tokens",
     "strong_scaling_efficiency", "weak_scaling_efficiency", "accumulation_speedup",
     "overlapped_step_time", "overlap_fraction", "straggler_step_time",
     "staleness_mean_penalty", "reduction_error_bound", "order_difference_bound",
@@ -34,22 +35,40 @@ __all__ = [
 ]
 
 
-def allreduce_bytes(params, world, bytes_per_param=4):
-    """Bytes each rank sends per step in a ring all-reduce of its gradients:
-    2(P − 1)/P · Ψ·s, which tends to 2Ψ·s (chapter 14; the ring is chapter 12's)."""
+def gradient_bytes_sent(params, world, *, grad_bytes):
+    """Bytes each rank sends per step in a ring all-reduce of its Ψ gradients of
+    ``grad_bytes`` s each: 2(P − 1)/P · Ψ·s, which tends to 2Ψ·s (chapter 14; the ring's
+    traffic is chapter 12's :func:`dtbook.comm.traffic`). Give Ψ/(tp·pp), or the buffer of
+    :func:`gradient_buffer_bytes` over s, when the model is also split."""
     check.positive("params", params)
     check.count("world", world)
-    check.positive("bytes_per_param", bytes_per_param)
-    return comm.traffic("allreduce", params * bytes_per_param, world).sent_bytes
+    check.positive("grad_bytes", grad_bytes)
+    return comm.traffic("allreduce", params * grad_bytes, world).sent_bytes
 
 
-def comm_time(params, world, alpha, beta, bytes_per_param=4):
+def gradient_buffer_bytes(params, *, tp=1, pp=1, grad_bytes, replicated=0):
+    """The gradient buffer one rank all-reduces across its data-parallel group (chapters 14
+    and 25): grad_bytes·((Ψ − Ψ_rep)/(tp·pp) + Ψ_rep/pp), the gradients of the rank's share
+    of the parameters, where ``replicated`` Ψ_rep counts the weights every TP rank keeps
+    whole (LayerNorms, the bias after a row-parallel layer). With CP the same all-reduce
+    runs over the dp·cp ranks. What a rank *sends* to reduce it is
+    :func:`gradient_bytes_sent`."""
+    check.nonnegative("params", params)
+    check.count("tp", tp)
+    check.count("pp", pp)
+    check.positive("grad_bytes", grad_bytes)
+    check.nonnegative("replicated", replicated)
+    return grad_bytes * ((params - replicated) / (tp * pp) + replicated / pp)
+
+
+def comm_time(params, world, alpha, beta, *, grad_bytes):
     """Time of the gradient all-reduce per step, ring algorithm:
-    2(P − 1)α + 2(P − 1)/P · Ψ·s/β (chapter 14, from chapter 12's ring)."""
+    2(P − 1)α + 2(P − 1)/P · Ψ·s/β (chapter 14, from chapter 12's ring); its bandwidth
+    term is :func:`gradient_bytes_sent` over β."""
     check.positive("params", params)
     check.count("world", world)
-    check.positive("bytes_per_param", bytes_per_param)
-    return comm.allreduce_time(params * bytes_per_param, world, alpha, beta)
+    check.positive("grad_bytes", grad_bytes)
+    return comm.allreduce_time(params * grad_bytes, world, alpha, beta)
 
 
 def compute_time(params, tokens, peak_flops):
@@ -58,10 +77,10 @@ def compute_time(params, tokens, peak_flops):
     check.positive("params", params)
     check.positive("tokens", tokens)
     check.positive("peak_flops", peak_flops)
-    return 6 * params * tokens / peak_flops
+    return flops.training_flops(params, tokens) / peak_flops
 
 
-def compute_comm_ratio(tokens, peak_flops, beta, bytes_per_param=2):
+def compute_comm_ratio(tokens, peak_flops, beta, *, grad_bytes):
     """R = T_comp/T_comm = 3bβ/(F·s), for large P and negligible α (chapter 14).
 
     Ψ cancels: the compute and the gradient both grow with the model, so only the tokens per
@@ -70,18 +89,18 @@ def compute_comm_ratio(tokens, peak_flops, beta, bytes_per_param=2):
     check.positive("tokens", tokens)
     check.positive("peak_flops", peak_flops)
     check.positive("beta", beta)
-    check.positive("bytes_per_param", bytes_per_param)
-    return 3 * tokens * beta / (peak_flops * bytes_per_param)
+    check.positive("grad_bytes", grad_bytes)
+    return 3 * tokens * beta / (peak_flops * grad_bytes)
 
 
-def breakeven_tokens(peak_flops, beta, bytes_per_param=2, ratio=1):
+def breakeven_tokens(peak_flops, beta, *, grad_bytes, ratio=1):
     """Tokens per rank and step at which R reaches ``ratio``: b = R·F·s/(3β) (chapter 14).
     For R = 1 this is where compute first takes as long as the all-reduce."""
     check.positive("peak_flops", peak_flops)
     check.positive("beta", beta)
-    check.positive("bytes_per_param", bytes_per_param)
+    check.positive("grad_bytes", grad_bytes)
     check.positive("ratio", ratio)
-    return ratio * peak_flops * bytes_per_param / (3 * beta)
+    return ratio * peak_flops * grad_bytes / (3 * beta)
 
 
 def strong_scaling_efficiency(t_compute, t_comm, world, overlap: bool = False):

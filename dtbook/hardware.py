@@ -5,10 +5,12 @@ Conventions, stated once and kept everywhere:
 * **Peak FLOP/s are dense.** NVIDIA's datasheets print tensor-core figures "with sparsity"
   (2:4 structured sparsity), twice the dense rate; the catalog holds the dense rate, the one
   that MFU is measured against. FP32 is the non-tensor-core rate.
-* **HBM capacity is the vendor's nominal figure, read as decimal bytes** (``80 * GB`` for an
-  "80 GB" part). The physical capacity is binary (an H100 SXM has 5 stacks of 16 GiB, 80 GiB;
-  ``nvidia-smi`` shows 81,559 MiB), so the decimal figure is conservative by about 7%, about
-  the margin the runtime keeps anyway.
+* **HBM capacity is in the unit the vendor means: GiB.** Memory capacities are binary: an
+  "80GB" A100 or H100 has 80 GiB (80 * 2**30 bytes; the H100's five HBM3 stacks of 16 GiB),
+  and the driver shows it: ``nvidia-smi`` reports 81,920 MiB (exactly 80 GiB) on an A100
+  80GB, 81,559 MiB on an H100 SXM (80 GiB less 361 MiB the driver keeps), 143,771 MiB on an
+  H200 "141GB" and 183,359 MiB on a B200 "180GB", each above the decimal reading (80e9 bytes
+  are 76,294 MiB). What the framework itself reserves is not subtracted here.
 * **Link bandwidth β is per direction.** NVLink figures are printed as the bidirectional sum
   (H100: "900 GB/s" = 450 GB/s each way); network and PCIe figures are per direction. The
   original edition mixes the two; here every β is what one GPU can
@@ -30,14 +32,15 @@ from typing import Mapping
 
 import numpy as np
 
-from .units import GB, TB, TFLOP, PFLOP, us
+from .units import GB, GiB, TB, TFLOP, PFLOP, us
 
 __all__ = ["Accelerator", "Link", "get", "names", "accelerators", "links",
            "Tier", "Node", "node", "nodes", "ladder", "BusBandwidth", "published_busbw",
            "BusBandwidthCurve", "busbw_curve",
            "MatmulCeiling", "matmul_ceiling", "MeasuredGemm", "published_gemms",
            "MemoryCeiling", "memory_ceiling",
-           "AttentionKernel", "attention_kernel"]
+           "AttentionKernel", "attention_kernel", "plannable", "register", "unregister",
+           "registered"]
 
 
 @dataclass(frozen=True)
@@ -45,7 +48,7 @@ class Accelerator:
     """One accelerator: dense peak FLOP/s per dtype, HBM capacity and bandwidth.
 
     ``peak_flops`` maps a dtype name (``"fp32"``, ``"tf32"``, ``"bf16"``, ``"fp16"``,
-    ``"fp8"``, ...) to dense FLOP/s; ``hbm_bytes`` in bytes (decimal, see the module notes);
+    ``"fp8"``, ...) to dense FLOP/s; ``hbm_bytes`` in bytes (binary, GiB: see the module notes);
     ``hbm_bandwidth`` in bytes/s; ``source`` the document the figures come from and
     ``sources`` the source of each figure by field name.
     """
@@ -117,43 +120,64 @@ _B200_DATASHEET = ("NVIDIA HGX B200 specifications, per-GPU column "
                    "PFLOP/s with sparsity (halved here: 4.5, 2.25, 1.1 dense), FP4 18 (9 dense), "
                    "FP32 75 TFLOP/s, 180GB HBM3e at 7.7TB/s (HGX 8-GPU: 1.4TB, 62TB/s)")
 
+# What the driver reports as the GPU's memory (nvidia-smi's "Memory-Usage" total, in MiB =
+# 2**20 bytes): the vendor's "GB" is a binary figure, as memory capacities are
+_SMI_A100 = ("nvidia-smi on an A100-SXM4-80GB: 81920MiB total, exactly 80 GiB (Modal, "
+             "modal-labs/modal-client pull request #2797, 2025-01-23, nvidia-smi totals of its "
+             "fleet: 'A100 80GB: 81920MiB', 'H100: 81559MiB'; the same 81920MiB on the "
+             "A800-SXM4-80GB, dexmal/dexbotic issue #41)")
+_SMI_H100 = ("nvidia-smi on an H100 SXM ('NVIDIA H100 80GB HBM3', driver 550.54.15): 81559MiB "
+             "total (NVIDIA/nccl issue #1264, 2024; the same in Modal's list, modal-labs/"
+             "modal-client pull request #2797): 80 GiB of five 16 GiB HBM3 stacks (G. Lockwood, "
+             "glennklockwood.com/garden/processors/h100: '80 GB HBM3 (5 stacks)'), less 361 MiB "
+             "the driver keeps; 80e9 bytes would be 76,294 MiB")
+_SMI_H200 = ("nvidia-smi on an H200 SXM ('NVIDIA H200', 700 W, driver 550.54.15): 143771MiB "
+             "total (NVIDIA/cuda-samples issue #311, 2024-12-06), 141 GiB (144,384 MiB) less "
+             "613 MiB the driver keeps; 141e9 bytes would be 134,468 MiB")
+_SMI_B200 = ("nvidia-smi on a B200 ('NVIDIA B200', 1000 W, driver 580.95.05): 183359MiB total "
+             "(NVIDIA/TensorRT-LLM issue #10278, 2025-12-24), 180 GiB (184,320 MiB) less 961 MiB "
+             "the driver keeps; 180e9 bytes would be 171,661 MiB")
+
 _ACCELERATORS = {a.name: a for a in (
     Accelerator(
         name="a100-80gb",
         peak_flops={"fp32": 19.5 * TFLOP, "tf32": 156 * TFLOP, "bf16": 312 * TFLOP, "fp16": 312 * TFLOP},
-        hbm_bytes=80 * GB, hbm_bandwidth=2039 * GB,
+        hbm_bytes=80 * GiB, hbm_bandwidth=2039 * GB,
         source=_A100_DATASHEET,
-        sources={"peak_flops": _A100_DATASHEET, "hbm_bytes": _A100_DATASHEET, "hbm_bandwidth": _A100_DATASHEET},
+        sources={"peak_flops": _A100_DATASHEET, "hbm_bytes": _A100_DATASHEET + "; " + _SMI_A100,
+                 "hbm_bandwidth": _A100_DATASHEET},
         note="A100 SXM4 80GB (Ampere). No FP8 tensor cores.",
     ),
     Accelerator(
         name="h100-sxm",
         peak_flops={"fp32": 66.9 * TFLOP, "tf32": 494.7 * TFLOP, "bf16": 989.4 * TFLOP,
                     "fp16": 989.4 * TFLOP, "fp8": 1978.9 * TFLOP},
-        hbm_bytes=80 * GB, hbm_bandwidth=3.35 * TB,
+        hbm_bytes=80 * GiB, hbm_bandwidth=3.35 * TB,
         source=_H100_DATASHEET + "; " + _H100_WHITEPAPER,
-        sources={"peak_flops": _H100_WHITEPAPER, "hbm_bytes": _H100_DATASHEET, "hbm_bandwidth": _H100_DATASHEET},
+        sources={"peak_flops": _H100_WHITEPAPER, "hbm_bytes": _H100_DATASHEET + "; " + _SMI_H100,
+                 "hbm_bandwidth": _H100_DATASHEET},
         note="H100 SXM5 80GB HBM3 (Hopper), 700 W. The book's reference GPU.",
     ),
     Accelerator(
         name="h200",
         peak_flops={"fp32": 66.9 * TFLOP, "tf32": 494.7 * TFLOP, "bf16": 989.4 * TFLOP,
                     "fp16": 989.4 * TFLOP, "fp8": 1978.9 * TFLOP},
-        hbm_bytes=141 * GB, hbm_bandwidth=4.8 * TB,
+        hbm_bytes=141 * GiB, hbm_bandwidth=4.8 * TB,
         source=_H200_DATASHEET,
         sources={"peak_flops": _H200_DATASHEET + "; dense figures from " + _H100_WHITEPAPER,
-                 "hbm_bytes": _H200_DATASHEET, "hbm_bandwidth": _H200_DATASHEET},
-        note="H200 SXM 141GB HBM3e: an H100 with more and faster memory.",
+                 "hbm_bytes": _H200_DATASHEET + "; " + _SMI_H200, "hbm_bandwidth": _H200_DATASHEET},
+        note="H200 SXM 141GB HBM3e (141 GiB): an H100 with more and faster memory.",
     ),
     Accelerator(
         name="b200",
         peak_flops={"fp32": 75 * TFLOP, "tf32": 1.1 * PFLOP, "bf16": 2.25 * PFLOP,
                     "fp16": 2.25 * PFLOP, "fp8": 4.5 * PFLOP, "fp4": 9 * PFLOP},
-        hbm_bytes=180 * GB, hbm_bandwidth=7.7 * TB,
+        hbm_bytes=180 * GiB, hbm_bandwidth=7.7 * TB,
         source=_B200_DATASHEET,
-        sources={"peak_flops": _B200_DATASHEET, "hbm_bytes": _B200_DATASHEET, "hbm_bandwidth": _B200_DATASHEET},
-        note=("B200 as sold in HGX/DGX B200 (1,000 W): 180 GB usable of the package's 192 GB "
-              "(8 HBM3e stacks); the GB200 NVL72 part is specified at 186 GB, 8 TB/s and higher "
+        sources={"peak_flops": _B200_DATASHEET, "hbm_bytes": _B200_DATASHEET + "; " + _SMI_B200,
+                 "hbm_bandwidth": _B200_DATASHEET},
+        note=("B200 as sold in HGX/DGX B200 (1,000 W): 180 GiB usable of the package's 192 GiB "
+              "(8 HBM3e stacks of 24 GiB); the GB200 NVL72 part is specified at 186 GB, 8 TB/s and higher "
               "clocks (FP8 10 PFLOP/s with sparsity)."),
     ),
 )}
@@ -376,7 +400,7 @@ def published_busbw() -> list[BusBandwidth]:
 # ---------------------------------------------------------------------- the memory hierarchy
 # Added for chapter 03 (The Memory Hierarchy of a Cluster): the rungs between a GPU's
 # registers and the network, and the node that holds them. Same conventions as above: SI
-# units, decimal bytes, bandwidth per direction, every figure with its source.
+# units, HBM in GiB, bandwidth per direction, every figure with its source.
 
 @dataclass(frozen=True)
 class Tier:
@@ -421,8 +445,8 @@ class Node:
     scale_out: str
     nics: int
     host_link: str
-    host_memory: float
-    host_memory_bandwidth: float
+    host_memory: float | None       # None: not given (a node added with register())
+    host_memory_bandwidth: float | None
     source: str
     sources: Mapping[str, str] = field(default_factory=dict)
     note: str = ""
@@ -762,3 +786,277 @@ def attention_kernel(accelerator: str) -> AttentionKernel:
     """The measured fused-attention throughput of ``accelerator`` (chapter 27).
     ``ValueError`` naming the accelerators that have one, for one that has none."""
     return _measured(_ATTENTION, accelerator, "attention kernel")
+
+
+# ---------------------------------------------------------------------- what the planner needs
+def plannable() -> list[str]:
+    """The accelerators :mod:`dtbook.plan` can estimate (chapter 27): those with a measured
+    BF16 matmul ceiling, a measured HBM bandwidth and a measured fused-attention rate (the
+    planner times kernels at measured rates, never at datasheet peaks). The B200 is in the
+    catalog but not here: no such measurement of it is catalogued yet."""
+    return [a for a in _ACCELERATORS if a in _CEILINGS and a in _MEMORY and a in _ATTENTION]
+
+
+# ---------------------------------------------------------------------- your own hardware
+# Chapter 27: a capacity engineer plans on hardware the catalog does not hold. ``register``
+# adds an accelerator (with the measured rates the planner needs), the links of its node and
+# the node, from a dict or a YAML/JSON file; ``dtbook plan --accelerator FILE`` calls it.
+
+_BUILTIN = (frozenset(_ACCELERATORS), frozenset(_LINKS), frozenset(_NODES))
+_REGISTERED: dict = {}      # accelerator name -> (node name or None, [link names])
+
+_SPEC_KEYS = ("accelerator", "links", "node")
+_ACC_KEYS = ("name", "peak_flops", "hbm_bytes", "hbm_bandwidth", "source", "note",
+             "matmul_ceiling", "memory_ceiling", "attention_kernel")
+_LINK_KEYS = ("name", "alpha", "beta", "source", "alpha_source", "note")
+_NODE_KEYS = ("name", "gpus", "scale_up", "scale_out", "nics", "host_link", "host_memory",
+              "host_memory_bandwidth", "source", "note")
+_DIMENSION = {"bytes": "bytes, such as '80 GiB'", "bytes/s": "bytes/s, such as '3.35 TB/s'",
+              "flop/s": "FLOP/s, such as '989.4 TFLOP/s'", "seconds": "seconds, such as '2 us'"}
+
+
+def _quantity(where, value, dimension):
+    """``value`` (a number in SI base units, or a string with its unit) as a positive finite
+    float of ``dimension``; ``ValueError`` naming ``where`` otherwise."""
+    from .units import parse_quantity
+    if isinstance(value, str):
+        try:
+            q = parse_quantity(value)
+        except ValueError as err:
+            raise ValueError(f"{where}: {err}") from None
+        if q.dimension not in (dimension, "1"):
+            raise ValueError(f"{where}: {value!r} is {q.dimension}, expected "
+                             f"{_DIMENSION[dimension]}")
+        value = q.value
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{where} must be a number in {_DIMENSION[dimension]}, got {value!r}")
+    value = float(value)
+    if not np.isfinite(value) or value <= 0:
+        raise ValueError(f"{where} must be finite and > 0, got {value!r}")
+    return value
+
+
+def _count(where, value):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{where} must be a whole number >= 1, got {value!r}")
+    return int(value)
+
+
+def _text(where, value, required=True):
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str) or (required and not value.strip()):
+        raise ValueError(f"{where} must be a non-empty string, got {value!r}")
+    return value.strip()
+
+
+def _table(where, value, keys, required=()):
+    """``value`` as a dict whose keys are among ``keys`` and include ``required``."""
+    if not isinstance(value, dict):
+        raise ValueError(f"{where} must be a mapping of {', '.join(keys)}; got {value!r}")
+    unknown = [k for k in value if k not in keys]
+    if unknown:
+        raise ValueError(f"{where}: unknown field {unknown[0]!r}; known fields: {', '.join(keys)}")
+    for k in required:
+        if k not in value:
+            raise ValueError(f"{where}.{k} is missing (required: {', '.join(required)})")
+    return value
+
+
+def _new_name(where, value, taken, kind):
+    name = _key(_text(where, value))
+    if any(c.isspace() for c in name):
+        raise ValueError(f"{where} must not contain spaces, got {value!r}")
+    if name in taken:
+        raise ValueError(f"{where}: {name!r} is a catalog {kind} of dtbook.hardware; "
+                         f"choose another name")
+    return name
+
+
+def _load(spec):
+    """A spec given as a dict, or a path to a .json/.yaml/.yml file, as a dict."""
+    import os
+    if isinstance(spec, (str, os.PathLike)):
+        path = os.fspath(spec)
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as err:
+            raise ValueError(f"accelerator file {path!r} cannot be read: {err.strerror}") from None
+        if path.lower().endswith((".yaml", ".yml")):
+            try:
+                import yaml
+            except ImportError:   # pragma: no cover - PyYAML ships with Jupyter
+                raise ValueError("accelerator file: reading YAML needs PyYAML "
+                                 "(pip install pyyaml); or write the file as JSON") from None
+            try:
+                data = yaml.safe_load(text)
+            except yaml.YAMLError as err:
+                raise ValueError(f"accelerator file {path!r} is not valid YAML: {err}") from None
+        else:
+            import json
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"accelerator file {path!r} is not valid JSON: {err}") from None
+        return data, f"registered from {os.path.basename(path)}"
+    return spec, "registered from a dict"
+
+
+def register(spec) -> Accelerator:
+    """Add your own accelerator to the catalog, with its node and links (chapter 27).
+
+    ``spec`` is a dict, or the path of a JSON or YAML file holding one, with the keys
+    ``accelerator`` (required), ``links`` (a list of new links) and ``node``::
+
+        accelerator:
+          name: my-gpu
+          peak_flops: {bf16: 989.4 TFLOP/s, fp8: 1978.9 TFLOP/s}   # dense
+          hbm_bytes: 80 GiB
+          hbm_bandwidth: 3.35 TB/s
+          source: the datasheet and the benchmarks below
+          # measured rates: the planner needs all three (dtbook.plan times kernels at them)
+          matmul_ceiling: {bf16: 792 TFLOP/s, fp8: 1400 TFLOP/s, sms: 132}
+          memory_ceiling: {triad: 2.97 TB/s, copy: 2.90 TB/s}
+          attention_kernel: {forward: 335 TFLOP/s, backward: 335 TFLOP/s, kernel: FlashAttention-2}
+        links:
+          - {name: my-link, alpha: 1 us, beta: 450 GB/s}     # beta per direction
+        node:
+          name: my-node
+          gpus: 8
+          scale_up: my-link                                  # a link above or in the catalog
+          scale_out: ib-ndr400
+          nics: 8
+
+    Figures are numbers in SI base units or strings with a unit (``"80 GiB"``, ``"3.35 TB/s"``,
+    ``"1 us"``). Every field is checked before anything is added; a bad one raises
+    ``ValueError`` naming it (``accelerator.hbm_bytes``, ``node.scale_up``, ...). Names are
+    spelt as :func:`get` spells them and must not be catalog names; registering a name you
+    registered before replaces it. Returns the :class:`Accelerator`; :func:`get`,
+    :func:`node`, :func:`matmul_ceiling`, :func:`memory_ceiling`, :func:`attention_kernel` and
+    the planner (``gpu=`` its name) then know it, until :func:`unregister`."""
+    data, origin = _load(spec)
+    _table("spec", data, _SPEC_KEYS, required=("accelerator",))
+    a = _table("accelerator", data["accelerator"], _ACC_KEYS,
+               required=("name", "peak_flops", "hbm_bytes", "hbm_bandwidth"))
+    acc_names, link_names, node_names = _BUILTIN
+    name = _new_name("accelerator.name", a["name"], acc_names | link_names, "name")
+    source = _text("accelerator.source", a.get("source", origin))
+    peaks = a["peak_flops"]
+    if not isinstance(peaks, dict) or not peaks:
+        raise ValueError(f"accelerator.peak_flops must map dtypes to FLOP/s, such as "
+                         f"{{bf16: '989.4 TFLOP/s'}}; got {peaks!r}")
+    peak_flops = {_text("accelerator.peak_flops", d).lower(): _quantity(f"accelerator.peak_flops.{d}", v, "flop/s")
+                  for d, v in peaks.items()}
+    acc = Accelerator(name=name, peak_flops=peak_flops,
+                      hbm_bytes=_quantity("accelerator.hbm_bytes", a["hbm_bytes"], "bytes"),
+                      hbm_bandwidth=_quantity("accelerator.hbm_bandwidth", a["hbm_bandwidth"], "bytes/s"),
+                      source=source, sources={f: source for f in ("peak_flops", "hbm_bytes", "hbm_bandwidth")},
+                      note=_text("accelerator.note", a.get("note"), required=False))
+    ceilings = {}
+    if "matmul_ceiling" in a:
+        m = _table("accelerator.matmul_ceiling", a["matmul_ceiling"], ("bf16", "fp8", "sms", "source"),
+                   required=("bf16", "sms"))
+        sms = _count("accelerator.matmul_ceiling.sms", m["sms"])
+        msrc = _text("accelerator.matmul_ceiling.source", m.get("source", source))
+        for dtype, table in (("bf16", _CEILINGS), ("fp8", _CEILINGS_FP8)):
+            if dtype in m:
+                flops = _quantity(f"accelerator.matmul_ceiling.{dtype}", m[dtype], "flop/s")
+                ceilings[id(table)] = (table, MatmulCeiling(name, flops, (), sms, msrc, dtype=dtype))
+    if "memory_ceiling" in a:
+        m = _table("accelerator.memory_ceiling", a["memory_ceiling"], ("triad", "copy", "source"),
+                   required=("triad",))
+        triad = _quantity("accelerator.memory_ceiling.triad", m["triad"], "bytes/s")
+        copy = _quantity("accelerator.memory_ceiling.copy", m.get("copy", triad), "bytes/s")
+        ceilings[id(_MEMORY)] = (_MEMORY, MemoryCeiling(
+            name, triad, copy, _text("accelerator.memory_ceiling.source", m.get("source", source))))
+    if "attention_kernel" in a:
+        m = _table("accelerator.attention_kernel", a["attention_kernel"],
+                   ("forward", "backward", "kernel", "source"), required=("forward", "backward"))
+        ceilings[id(_ATTENTION)] = (_ATTENTION, AttentionKernel(
+            name, _text("accelerator.attention_kernel.kernel", m.get("kernel", "fused attention")),
+            _quantity("accelerator.attention_kernel.forward", m["forward"], "flop/s"),
+            _quantity("accelerator.attention_kernel.backward", m["backward"], "flop/s"),
+            _text("accelerator.attention_kernel.source", m.get("source", source))))
+    new_links = {}
+    raw_links = data.get("links", [])
+    if not isinstance(raw_links, list):
+        raise ValueError(f"links must be a list of links, got {raw_links!r}")
+    for i, raw in enumerate(raw_links):
+        where = f"links[{i}]"
+        ln = _table(where, raw, _LINK_KEYS, required=("name", "alpha", "beta"))
+        lname = _new_name(f"{where}.name", ln["name"], acc_names | link_names | {name}, "name")
+        lsrc = _text(f"{where}.source", ln.get("source", source))
+        new_links[lname] = Link(name=lname, alpha=_quantity(f"{where}.alpha", ln["alpha"], "seconds"),
+                                beta=_quantity(f"{where}.beta", ln["beta"], "bytes/s"), source=lsrc,
+                                alpha_source=_text(f"{where}.alpha_source", ln.get("alpha_source", lsrc)),
+                                note=_text(f"{where}.note", ln.get("note"), required=False))
+    nd = None
+    if data.get("node") is not None:
+        n = _table("node", data["node"], _NODE_KEYS, required=("name", "gpus", "scale_up", "scale_out"))
+        nname = _new_name("node.name", n["name"], node_names, "node")
+        known = {k for k in _LINKS if k not in _owned_links(name)} | set(new_links)
+        ups = {}
+        for f in ("scale_up", "scale_out", "host_link"):
+            if f == "host_link" and f not in n:
+                continue
+            ups[f] = _key(_text(f"node.{f}", n[f]))
+            if ups[f] not in known:
+                raise ValueError(f"node.{f}: unknown link {n[f]!r}; links: {', '.join(sorted(known))}")
+        gpus = _count("node.gpus", n["gpus"])
+        nsrc = _text("node.source", n.get("source", source))
+        nd = Node(name=nname, gpus=gpus, accelerator=name, scale_up=ups["scale_up"],
+                  scale_out=ups["scale_out"], nics=_count("node.nics", n.get("nics", gpus)),
+                  host_link=ups.get("host_link", ""),
+                  host_memory=(_quantity("node.host_memory", n["host_memory"], "bytes")
+                               if "host_memory" in n else None),
+                  host_memory_bandwidth=(_quantity("node.host_memory_bandwidth",
+                                                   n["host_memory_bandwidth"], "bytes/s")
+                                         if "host_memory_bandwidth" in n else None),
+                  source=nsrc, sources={"gpus": nsrc, "nics": nsrc},
+                  note=_text("node.note", n.get("note"), required=False))
+        owner = next((acc_name for acc_name, (node_name, _) in _REGISTERED.items()
+                      if node_name == nname and acc_name != name), None)
+        if owner is not None:
+            raise ValueError(f"node.name: {nname!r} is already registered with accelerator {owner!r}")
+    for lname in new_links:
+        owner = next((acc_name for acc_name, (_, owned) in _REGISTERED.items()
+                      if lname in owned and acc_name != name), None)
+        if owner is not None:
+            raise ValueError(f"links: {lname!r} is already registered with accelerator {owner!r}")
+    # every field checked: replace what this name registered before, then add
+    if name in _REGISTERED:
+        unregister(name)
+    _ACCELERATORS[name] = acc
+    for table, entry in ceilings.values():
+        table[name] = entry
+    _LINKS.update(new_links)
+    if nd is not None:
+        _NODES[nd.name] = nd
+    _REGISTERED[name] = (nd.name if nd is not None else None, list(new_links))
+    return acc
+
+
+def _owned_links(name):
+    return _REGISTERED.get(name, (None, []))[1]
+
+
+def unregister(name: str) -> None:
+    """Remove an accelerator added with :func:`register`, with its node and links (chapter
+    27). ``ValueError`` for a catalog name or one that was never registered."""
+    key = _key(name) if isinstance(name, str) else name
+    if key not in _REGISTERED:
+        raise ValueError(f"name {name!r} was not registered; registered: "
+                         f"{', '.join(_REGISTERED) or 'none'}")
+    node_name, link_names = _REGISTERED.pop(key)
+    for table in (_ACCELERATORS, _CEILINGS, _CEILINGS_FP8, _MEMORY, _ATTENTION):
+        table.pop(key, None)
+    for lname in link_names:
+        _LINKS.pop(lname, None)
+    if node_name is not None:
+        _NODES.pop(node_name, None)
+
+
+def registered() -> list[str]:
+    """The accelerators added with :func:`register` (chapter 27)."""
+    return list(_REGISTERED)

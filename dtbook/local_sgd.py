@@ -5,7 +5,7 @@ A synchronous step waits for the slowest of P ranks (:func:`dtbook.data_parallel
 straggler_step_time`); for i.i.d. exponential compute times the expected maximum is the
 harmonic number H_P times the mean (:func:`expected_max_exponential`). Asynchronous SGD
 removes the wait and pays in staleness: a worker's gradient is applied τ updates after the
-weights it was computed on were read (:func:`staleness_mean`, :func:`staleness_max`), and a
+weights it was computed on were read (:func:`staleness_mean`, P − 1 at equal speeds), and a
 common correction shrinks its step to η/(1 + cτ) (:func:`stale_lr`). Local SGD and DiLoCo
 keep the synchronisation but do it every H steps: the bytes per step fall by H
 (:func:`sync_bytes_per_step`, :func:`sync_sent_bytes_per_step`), and the sync-interval cost
@@ -26,7 +26,7 @@ from . import data_parallel
 from .symbolic import is_symbolic
 
 __all__ = ["harmonic_number", "expected_max_exponential", "staleness_mean",
-           "first_round_staleness_mean", "staleness_max", "stale_lr", "sync_interval_cost",
+           "first_round_staleness_mean", "stale_lr", "sync_interval_cost",
            "optimal_interval", "sync_bytes_per_step", "sync_sent_bytes_per_step"]
 
 
@@ -70,14 +70,6 @@ def first_round_staleness_mean(world):
     return (world - 1) / sp.Integer(2) if is_symbolic(world) else (world - 1) / 2
 
 
-def staleness_max(world):
-    """Largest staleness when the P workers run at equal speeds: P − 1. With unequal speeds
-    staleness is unbounded unless a bounded-staleness rule makes fast workers wait
-    (chapter 29)."""
-    check.count("world", world)
-    return world - 1
-
-
 def stale_lr(lr, staleness, c=1):
     """The staleness-corrected learning rate η/(1 + cτ) (chapter 29)."""
     check.positive("lr", lr)
@@ -118,10 +110,10 @@ def sync_bytes_per_step(params, interval, bytes_per_param=4):
 
 
 def sync_sent_bytes_per_step(params, world, interval, bytes_per_param=4):
-    """Bytes each rank sends per step over a ring: 2(P − 1)/P · Ψ·s/H (chapter 29; the ring
-    is chapter 12's, the per-step count chapter 14's)."""
+    """Bytes each rank sends per step over a ring: 2(P − 1)/P · Ψ·s/H, chapter 14's
+    :func:`dtbook.data_parallel.gradient_bytes_sent` once every H steps (chapter 29)."""
     check.positive("interval", interval)
-    return data_parallel.allreduce_bytes(params, world, bytes_per_param) / interval
+    return data_parallel.gradient_bytes_sent(params, world, grad_bytes=bytes_per_param) / interval
 
 
 check.guard_module(globals())  # every public formula checks its arguments (DESIGN.md)

@@ -14,8 +14,8 @@ Chapter 19 writes the whole equation for one device, :func:`device_memory`: the 
 states of its share of the model (ZeRO 0-3 over the data-parallel group), the activations
 of the micro-batches its pipeline stage holds at once (per layer from
 :mod:`dtbook.activations`, split by tensor, sequence and context parallelism, times the
-schedule's activations in flight from :mod:`dtbook.schedules`, less what recomputation
-drops), the fp32 logits, the buffers that are easy to forget (communication buckets, a
+schedule's activations in flight from :mod:`dtbook.pipeline_parallel`, less what
+recomputation drops), the fp32 logits, the buffers that are easy to forget (communication buckets, a
 gradient-accumulation buffer, kernel workspace) and an allowance for fragmentation.
 :func:`ddp_bucket_bytes` and :func:`sharded_buffer_bytes` size the communication buffers.
 
@@ -157,38 +157,6 @@ def _symbolic(*values):
     return any(isinstance(v, sp.Basic) and v.free_symbols for v in values)
 
 
-def activations_in_flight(pp, microbatches, schedule="1f1b", stage=0, virtual_stages=1):
-    """How many micro-batches' activations pipeline rank ``stage`` holds at its peak
-    (chapter 19), counted per model chunk as :func:`dtbook.schedules.simulate` counts them.
-
-    Numbers: the simulator's ``peak_activations[stage]`` (1F1B gives min(pp − stage, m),
-    GPipe m). Symbols: the closed forms of those two. With pp = 1 it is 1: gradient
-    accumulation finishes each micro-batch's backward before the next forward.
-    """
-    check.count("pp", pp)
-    check.count("microbatches", microbatches)
-    check.count("stage", stage, minimum=0)
-    check.count("virtual_stages", virtual_stages)
-    from . import schedules
-
-    if schedule not in schedules.SCHEDULES:
-        raise ValueError(f"schedule must be one of {schedules.SCHEDULES}, got {schedule!r}")
-    if _symbolic(pp, microbatches, stage):
-        if schedule == "1f1b":
-            return sp.Min(pp - stage, microbatches)
-        if schedule == "gpipe":
-            return microbatches
-        raise ValueError(f"schedule {schedule!r} has no closed form here: give pp and "
-                         "microbatches as numbers")
-    if stage >= pp:
-        raise ValueError(f"stage must be below pp = {pp}, got {stage!r}")
-    if pp == 1:
-        return 1
-    v = virtual_stages if schedule == "interleaved-1f1b" else 1
-    return schedules.simulate(schedule, int(pp), int(microbatches),
-                              virtual_stages=int(v)).peak_activations[int(stage)]
-
-
 def quadratic_crossover_seq(hidden, heads, linear_coeff=34, quadratic_coeff=5):
     """The sequence length at which a layer's attention-matrix activations (quadratic_coeff
     · a·s²·b) equal the rest (linear_coeff · s·b·h): s* = linear·h/(quadratic·a)
@@ -256,8 +224,8 @@ def device_memory(params, layers, hidden, heads, vocab, *, batch, seq, ffn_hidde
       parameter (4 for an fp32 "main_grad"; sharded like the gradients under ZeRO ≥ 2);
     - ``activations``: L/(pp·v) layers of :func:`dtbook.activations.activation_breakdown`
       (tp, sequence_parallel; sequence seq/cp, the s² terms of eager attention s²/cp),
-      times :func:`activations_in_flight`. ``recompute``: "none", "selective" (drop the
-      attention matrix), "full" (keep each layer's input, recompute one layer at a time in
+      times :func:`dtbook.pipeline_parallel.activations_in_flight` (chapter 16's closed
+      forms). ``recompute``: "none", "selective" (drop the attention matrix), "full" (keep each layer's input, recompute one layer at a time in
       backward) or an int k (keep every k-th layer's input, recompute blocks of k);
       ``attention``: "flash" (no s×s matrix) or "eager"; ``dropout`` adds the masks;
     - ``logits``: logits_bytes·(seq/cp)·batch·vocab/tp on the last stage (the fp32 logits,
@@ -288,8 +256,10 @@ def device_memory(params, layers, hidden, heads, vocab, *, batch, seq, ffn_hidde
     else:
         check.count("recompute", recompute)
         k = recompute
+    from .pipeline_parallel import activations_in_flight   # it imports this module
     v = virtual_stages if schedule == "interleaved-1f1b" else 1
-    in_flight = activations_in_flight(pp, microbatches, schedule, stage, v)
+    in_flight = activations_in_flight(pp, microbatches, stage=stage, schedule=schedule,
+                                      virtual_stages=v)
 
     parts = zero_state_breakdown(params / (tp * pp), dp, zero_stage, param_bytes, grad_bytes,
                                  master_bytes, optimizer_bytes)

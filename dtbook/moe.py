@@ -28,11 +28,10 @@ from .symbolic import is_symbolic, minimum
 
 __all__ = [
     "expert_params", "active_expert_params", "expert_flops_per_token", "capacity",
-    "load_std", "overflow_probability", "drop_rate", "capacity_factor_for_overflow",
+    "load_std", "drop_rate", "capacity_factor_for_overflow",
     "expert_choice_skip_fraction", "aux_loss", "aux_loss_uniform", "aux_gradient_direction",
     "alltoall_bytes", "layer_alltoall_bytes", "layer_alltoall_time", "dispatch_matrix",
-    "dispatch_sent_bytes", "dispatch_received_bytes", "ep_bytes_per_gpu",
-    "tp_bytes_per_gpu", "dp_bytes_per_gpu", "rank_of", "overlap_fraction",
+    "dispatch_sent_bytes", "dispatch_received_bytes", "expert_tp_bytes_sent", "rank_of", "overlap_fraction",
     "normalized_entropy", "gini", "max_min_ratio", "max_mean_ratio",
 ]
 
@@ -120,13 +119,6 @@ def _z(tokens, experts, experts_per_token, capacity_factor):
         raise ValueError("experts_per_token must be below experts: with k = E every expert "
                          "takes every token and nothing is random")
     return mean, sigma, (cap - mean) / sigma
-
-
-def overflow_probability(tokens, experts, experts_per_token=1, capacity_factor=1.25):
-    """P(an expert's load exceeds C) in the normal approximation, 1 − Φ((C − μ)/σ), with
-    μ = kT/E and σ from :func:`load_std` (chapter 18)."""
-    _, _, z = _z(tokens, experts, experts_per_token, capacity_factor)
-    return _upper_tail(z)
 
 
 def drop_rate(tokens, experts, experts_per_token=1, capacity_factor=1.25):
@@ -228,7 +220,7 @@ def layer_alltoall_bytes(tokens, hidden, world, experts_per_token=1, bytes_per_e
     2 (dispatch + combine), or 4 with the backward pass, times (P − 1)/P·kTHs (chapter 18)."""
     check.count("world", world)
     n = alltoall_bytes(tokens, hidden, experts_per_token, bytes_per_element)
-    return _alltoalls(backward) * (world - 1) * n / world
+    return _alltoalls(backward) * comm.traffic("alltoall", n, world).sent_bytes
 
 
 def layer_alltoall_time(tokens, hidden, world, alpha, beta, experts_per_token=1,
@@ -281,31 +273,17 @@ def dispatch_received_bytes(shares, tokens, hidden, world, experts_per_token=1,
 
 # ------------------------------------------------------------------ layouts
 
-def ep_bytes_per_gpu(tokens, hidden, ep, experts_per_token=1, bytes_per_element=2):
-    """Per GPU and MoE layer, forward and backward, expert parallelism's all-to-alls:
-    4·(e − 1)/e·kTHs, T the tokens of the GPU's EP rank (chapter 18)."""
-    check.count("ep", ep)
-    return layer_alltoall_bytes(tokens, hidden, ep, experts_per_token, bytes_per_element)
-
-
-def tp_bytes_per_gpu(tokens, hidden, tp, experts_per_token=1, bytes_per_element=2):
-    """Per GPU and MoE layer, tensor parallelism inside the experts: one all-reduce of the
-    expert outputs forward and one of the input gradients backward, 2·2(t − 1)/t·kTHs. Under
-    EP the outputs are reduced per token-expert assignment (k·T rows, before the combine);
-    TP alone can combine locally first and reduce T rows: pass ``experts_per_token=1``
-    (chapter 18)."""
+def expert_tp_bytes_sent(tokens, hidden, tp, experts_per_token=1, bytes_per_element=2):
+    """Bytes one GPU sends per MoE layer, forward and backward, for tensor parallelism inside
+    the experts: one ring all-reduce of the expert outputs forward and one of the input
+    gradients backward, 2 · 2(t − 1)/t·kTHs (:func:`dtbook.comm.traffic` of
+    :func:`alltoall_bytes`). Under EP the outputs are reduced per token-expert assignment
+    (k·T rows, before the combine); TP alone can combine locally first and reduce T rows:
+    pass ``experts_per_token=1`` (chapter 18). The expert weights' gradient all-reduce over
+    the data-parallel ranks is :func:`dtbook.data_parallel.gradient_bytes_sent`."""
     check.count("tp", tp)
     n = alltoall_bytes(tokens, hidden, experts_per_token, bytes_per_element)
-    return 2 * 2 * (tp - 1) * n / tp
-
-
-def dp_bytes_per_gpu(expert_params_per_gpu, dp, bytes_per_element=2):
-    """Per GPU and step, data parallelism over the GPU's expert weights: a ring all-reduce of
-    their gradients, 2(d − 1)/d·Ψ_local·s (chapter 18, the ring of chapter 12)."""
-    check.positive("expert_params_per_gpu", expert_params_per_gpu)
-    check.count("dp", dp)
-    check.positive("bytes_per_element", bytes_per_element)
-    return 2 * (dp - 1) * expert_params_per_gpu * bytes_per_element / dp
+    return 2 * comm.traffic("allreduce", n, tp).sent_bytes
 
 
 def rank_of(tp_index, ep_index, dp_index, tp, ep):

@@ -17,7 +17,8 @@ from . import memory, zero
 from .symbolic import maximum
 
 __all__ = ["transfer_time", "layer_transfer_time", "layer_compute_time", "overlap_tokens",
-           "gpu_bytes", "host_bytes", "memory_reduction", "step_transfer_time", "cpu_step_time",
+           "gpu_bytes", "host_bytes", "memory_reduction", "step_transfer_time",
+           "optimizer_step_bytes", "cpu_step_time",
            "step_time",
            "efficiency", "compressed_time", "compression_breakeven", "buffered_time",
            "buffered_item_time"]
@@ -97,26 +98,37 @@ def step_transfer_time(params, bandwidth, param_bytes=2, grad_bytes=2):
     return params * (param_bytes + grad_bytes) / bandwidth
 
 
-def cpu_step_time(params, bandwidth, dp=1, param_bytes=2, grad_bytes=2, master_bytes=4,
-                  optimizer_bytes=8):
-    """Time of ZeRO-Offload's Adam step on the host for one GPU's share of the parameters,
-    bounded by memory traffic (chapter 22). Per parameter the step reads the gradient the GPU
-    sent down (s_g), reads and writes the fp32 master weight and the two moments
-    (2(s_m + s_o)) and writes the low-precision copy that goes back up (s_p):
-    Ψ/dp·(s_g + 2(s_m + s_o) + s_p) bytes, 28Ψ/dp for mixed-precision Adam, at ``bandwidth``,
-    the host memory bandwidth this GPU's optimizer gets (a node's DRAM bandwidth is shared by
-    all its GPUs). The state is sharded over ``dp`` as :func:`host_bytes` shards it. A lower
-    bound: the step's dozen or so FLOP per parameter hide behind the traffic only in a
-    vectorised, multi-threaded implementation."""
-    check.positive("params", params)
-    check.positive("bandwidth", bandwidth)
-    check.count("dp", dp)
+def optimizer_step_bytes(*, param_bytes=2, grad_bytes=2, master_bytes=4, optimizer_bytes=8):
+    """Bytes one mixed-precision Adam step moves per parameter it updates (chapter 22): it
+    reads the gradient (s_g), reads and writes the fp32 master weight and the two moments
+    (2(s_m + s_o)) and writes the low-precision copy the next forward reads (s_p),
+    s_g + 2(s_m + s_o) + s_p: 28 bytes with bf16 gradients, 30 with the fp32 main gradients
+    a GPU step reads (the planner's optimizer term, chapter 27). A step is memory-bound, so
+    these bytes over a memory bandwidth are its time, on the host (:func:`cpu_step_time`)
+    as on the GPU."""
     check.positive("param_bytes", param_bytes)
     check.positive("grad_bytes", grad_bytes)
     check.nonnegative("master_bytes", master_bytes)
     check.nonnegative("optimizer_bytes", optimizer_bytes)
-    state = host_bytes(params, dp, master_bytes, optimizer_bytes)      # read and written
-    return (2 * state + params / dp * (grad_bytes + param_bytes)) / bandwidth
+    return grad_bytes + 2 * (master_bytes + optimizer_bytes) + param_bytes
+
+
+def cpu_step_time(params, bandwidth, dp=1, param_bytes=2, grad_bytes=2, master_bytes=4,
+                  optimizer_bytes=8):
+    """Time of ZeRO-Offload's Adam step on the host for one GPU's share of the parameters,
+    bounded by memory traffic (chapter 22): :func:`optimizer_step_bytes` for each of the
+    Ψ/dp parameters whose state this GPU's host shard holds (sharded over ``dp`` as
+    :func:`host_bytes` shards it; the gradient read is the one the GPU sent down, the copy
+    written the one that goes back up), 28Ψ/dp bytes for mixed-precision Adam, at
+    ``bandwidth``, the host memory bandwidth this GPU's optimizer gets (a node's DRAM
+    bandwidth is shared by all its GPUs). A lower bound: the step's dozen or so FLOP per
+    parameter hide behind the traffic only in a vectorised, multi-threaded implementation."""
+    check.positive("params", params)
+    check.positive("bandwidth", bandwidth)
+    check.count("dp", dp)
+    per_param = optimizer_step_bytes(param_bytes=param_bytes, grad_bytes=grad_bytes,
+                                     master_bytes=master_bytes, optimizer_bytes=optimizer_bytes)
+    return params / dp * per_param / bandwidth
 
 
 def step_time(t_comp, t_xfer, t_sync=0, overlap=True):

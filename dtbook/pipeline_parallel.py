@@ -16,13 +16,14 @@ from __future__ import annotations
 import numpy as np
 
 from . import _validate as check
+from . import tensor_parallel
 from .memory import model_state_bytes
 from .symbolic import is_symbolic, maximum, minimum
 
 __all__ = ["bubble_fraction", "interleaved_bubble_fraction", "interleaved_bubble_approx",
            "zb_h1_bubble_fraction", "batch_time", "pipeline_efficiency", "throughput",
            "activations_in_flight", "p2p_message_bytes", "p2p_bytes_per_minibatch",
-           "dp_allreduce_bytes", "load_balance_efficiency", "stage_times",
+           "load_balance_efficiency", "stage_times",
            "best_partition", "compute_comm_ratio", "stages_for_unit_ratio",
            "memory_per_device"]
 
@@ -72,14 +73,19 @@ def zb_h1_bubble_fraction(p, microbatches, t_forward, t_backward, t_weight):
     return idle / (microbatches * (t_forward + t_backward + t_weight) + idle)
 
 
-def batch_time(p, microbatches, t_forward, t_backward):
-    """Time of one minibatch under GPipe or 1F1B: (m + p − 1)(t_F + t_B) (chapter 16).
-    ``t_backward`` is the whole backward (input and weight gradients)."""
+def batch_time(p, microbatches, t_forward, t_backward, *, virtual_stages=1):
+    """Time of one minibatch: (m + (p − 1)/v)(t_F + t_B) (chapter 16). v = 1 is GPipe and
+    1F1B, (m + p − 1)(t_F + t_B); interleaved 1F1B with v chunks per rank shrinks the fill
+    and drain to (p − 1)/v stage-times, exact when m is a multiple of p
+    (:func:`interleaved_bubble_fraction` is its idle share). ``t_forward`` and
+    ``t_backward`` are one micro-batch's forward and whole backward (input and weight
+    gradients) through one rank's share of the model."""
     check.count("p", p)
     check.count("microbatches", microbatches)
-    check.positive("t_forward", t_forward)
-    check.positive("t_backward", t_backward)
-    return (microbatches + p - 1) * (t_forward + t_backward)
+    check.nonnegative("t_forward", t_forward)
+    check.nonnegative("t_backward", t_backward)
+    check.count("virtual_stages", virtual_stages)
+    return (microbatches + (p - 1) / virtual_stages) * (t_forward + t_backward)
 
 
 def pipeline_efficiency(p, microbatches):
@@ -95,29 +101,57 @@ def throughput(p, microbatches, batch, seq, t_forward, t_backward):
     return microbatches * batch * seq / batch_time(p, microbatches, t_forward, t_backward)
 
 
-def activations_in_flight(p, microbatches, stage=0, schedule="1f1b"):
-    """Most microbatches whose activations stage ``stage`` holds at once (chapter 16):
-    m under GPipe (every forward before any backward), min(p − s, m) under 1F1B."""
+def activations_in_flight(p, microbatches, *, stage=0, schedule="1f1b", virtual_stages=1):
+    """Most micro-batches whose activations pipeline rank ``stage`` holds at once, counted
+    per model chunk as :func:`dtbook.schedules.simulate` counts them (chapters 16 and 19).
+
+    - ``"gpipe"``: m, every forward before any backward;
+    - ``"1f1b"``: min(p − s, m), the warm-up forwards of rank s plus the one in flight;
+    - ``"zb-h1"``: min(p, m) on every rank, since a micro-batch's activations stay until its
+      deferred weight gradient W has run;
+    - ``"interleaved-1f1b"`` with v chunks per rank: Megatron's warm-up of
+      2(p − s − 1) + (v − 1)·p chunks plus the one in flight, min(v·m, 2(p − s − 1) +
+      (v − 1)·p + 1).
+
+    With p = 1 (numbers) it is 1 whatever the schedule: with no pipeline, micro-batches are
+    gradient accumulation, each backward finished before the next forward. NumPy arrays
+    broadcast; SymPy symbols give the closed forms above.
+    """
     check.count("p", p)
     check.count("microbatches", microbatches)
     check.count("stage", stage, minimum=0)
+    check.count("virtual_stages", virtual_stages)
+    from .schedules import SCHEDULES
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+    symbolic = is_symbolic(p, microbatches, stage, virtual_stages)
     if not (is_symbolic(stage) or is_symbolic(p)) and np.any(np.asarray(stage) >= np.asarray(p)):
         raise ValueError(f"stage must be below p = {p!r} (stages 0..p-1), got {stage!r}")
-    if schedule == "gpipe":
-        return microbatches
-    if schedule != "1f1b":
-        raise ValueError(f"schedule must be 'gpipe' or '1f1b', got {schedule!r}")
-    return minimum(p - stage, microbatches)
+    if schedule != "interleaved-1f1b" and (is_symbolic(virtual_stages)
+                                          or np.any(np.asarray(virtual_stages) != 1)):
+        raise ValueError(f"virtual_stages applies to 'interleaved-1f1b' only; {schedule} "
+                         f"holds one stage per rank, got virtual_stages={virtual_stages!r}")
+    m, v = microbatches, virtual_stages
+    if schedule == "gpipe":                      # + 0·s: one value per stage asked for
+        held = m if symbolic else m + 0 * (p - stage)
+    elif schedule == "1f1b":
+        held = minimum(p - stage, m)
+    elif schedule == "zb-h1":
+        held = minimum(p + 0 * stage, m)
+    else:
+        held = minimum(v * m, 2 * (p - stage - 1) + (v - 1) * p + 1)
+    if symbolic:
+        return held
+    held = np.where(np.asarray(p) == 1, 1, held)
+    return held.item() if held.ndim == 0 else held
 
 
 def p2p_message_bytes(batch, seq, hidden, bytes_per_value=2):
-    """One activation (or its gradient) crossing a stage boundary: b·S·H·sizeof bytes
-    (chapter 16)."""
-    check.positive("batch", batch)
-    check.positive("seq", seq)
-    check.positive("hidden", hidden)
+    """One activation (or its gradient) crossing a stage boundary: b·S·H·sizeof bytes, the
+    same tensor a tensor-parallel all-reduce carries,
+    :func:`dtbook.tensor_parallel.activation_bytes` (chapter 16)."""
     check.positive("bytes_per_value", bytes_per_value)
-    return batch * seq * hidden * bytes_per_value
+    return tensor_parallel.activation_bytes(batch, seq, hidden, bytes_per_element=bytes_per_value)
 
 
 def p2p_bytes_per_minibatch(p, microbatches, batch, seq, hidden, bytes_per_value=2,
@@ -130,15 +164,6 @@ def p2p_bytes_per_minibatch(p, microbatches, batch, seq, hidden, bytes_per_value
     check.count("virtual_stages", virtual_stages)
     return (2 * (p * virtual_stages - 1) * microbatches
             * p2p_message_bytes(batch, seq, hidden, bytes_per_value))
-
-
-def dp_allreduce_bytes(p, params, bytes_per_value=2):
-    """What one rank sends in a ring all-reduce of the gradient, 2(p − 1)/p·Ψ·sizeof, the
-    data-parallel figure a pipeline's traffic is compared with (chapters 14 and 16)."""
-    check.count("p", p)
-    check.positive("params", params)
-    check.positive("bytes_per_value", bytes_per_value)
-    return 2 * (p - 1) * params * bytes_per_value / p
 
 
 def compute_comm_ratio(params, p, hidden, peak_flops, beta, bytes_per_value=2):
@@ -166,15 +191,17 @@ def stages_for_unit_ratio(params, hidden, peak_flops, beta, bytes_per_value=2):
     return 3 * params * beta / (peak_flops * hidden * bytes_per_value)
 
 
-def memory_per_device(params, p, activation_bytes, microbatches, stage=0, schedule="1f1b",
-                      bytes_per_param=model_state_bytes(1)):
-    """Bytes on stage ``stage`` (chapter 16): its 1/p of the model state, s_state·Ψ/p, plus
-    the activations it holds at its peak, m microbatches under GPipe and min(p − s, m)
-    under 1F1B, each of ``activation_bytes``."""
+def memory_per_device(p, microbatches, params, activation_bytes, *, stage=0, schedule="1f1b",
+                      virtual_stages=1, bytes_per_param=model_state_bytes(1)):
+    """Bytes on pipeline rank ``stage`` (chapter 16): its 1/p of the model state,
+    s_state·Ψ/p, plus the activations it holds at its peak, :func:`activations_in_flight`
+    micro-batches (m under GPipe, min(p − s, m) under 1F1B) of ``activation_bytes`` each:
+    one micro-batch's activations on one model chunk, a whole stage when v = 1."""
     check.positive("params", params)
     check.positive("activation_bytes", activation_bytes)
     check.positive("bytes_per_param", bytes_per_param)
-    held = activations_in_flight(p, microbatches, stage, schedule)
+    held = activations_in_flight(p, microbatches, stage=stage, schedule=schedule,
+                                 virtual_stages=virtual_stages)
     return bytes_per_param * params / p + held * activation_bytes
 
 

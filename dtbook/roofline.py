@@ -12,8 +12,8 @@ memory and Q_net bytes over the network takes at least max(W/F, Q_mem/bw_mem, Q_
 The module holds the ceilings (:func:`attainable_flops`, :func:`extended_roofline`,
 :func:`binding_ceiling`, :func:`ridge_point`, :func:`min_time`), the communication
 intensity of the three parallelisms (:func:`dp_intensity`, :func:`tp_intensity`,
-:func:`pp_intensity`, with the per-GPU traffic behind them), compute/communication overlap
-(:func:`step_time`, :func:`comm_fraction`), and two small records, :class:`Ceilings` (a
+:func:`pp_intensity`, from the bytes each parallelism's own module counts),
+compute/communication overlap (:func:`step_time`, :func:`comm_fraction`), and two small records, :class:`Ceilings` (a
 machine) and :class:`Kernel` (a piece of work), that let a chapter place measured kernels on
 a roofline. An intensity may be ``math.inf``: work that moves no bytes over a resource is
 never bound by it.
@@ -34,9 +34,9 @@ from . import _validate as check
 from .symbolic import maximum, minimum
 
 __all__ = [
-    "arithmetic_intensity", "communication_intensity", "ridge_point", "attainable_flops",
-    "extended_roofline", "binding_ceiling", "min_time", "dp_bytes_per_gpu", "dp_intensity",
-    "tp_bytes_per_gpu", "tp_intensity", "pp_bytes_per_stage", "pp_intensity", "step_time",
+    "arithmetic_intensity", "ridge_point", "attainable_flops",
+    "extended_roofline", "binding_ceiling", "min_time", "dp_intensity",
+    "tp_intensity", "pp_intensity", "step_time",
     "comm_fraction", "Ceilings", "Kernel", "CEILINGS",
 ]
 
@@ -55,24 +55,12 @@ def _intensity(name, value):
     return check.nonnegative(name, value)
 
 
-
-
-
-
 def arithmetic_intensity(flops, nbytes):
-    """FLOP performed per byte moved (chapter 02)."""
+    """FLOP performed per byte moved (chapter 02): through memory, or, with the bytes a
+    device sends over the network, the communication intensity I_net."""
     check.nonnegative("flops", flops)
     check.positive("nbytes", nbytes)
     return flops / nbytes
-
-
-def communication_intensity(flops, nbytes):
-    """FLOP performed per byte communicated over the network, I_net (chapter 02).
-
-    The same ratio as :func:`arithmetic_intensity`, with the bytes a device sends (not the
-    bytes it reads from memory) in the denominator.
-    """
-    return arithmetic_intensity(flops, nbytes)
 
 
 def ridge_point(peak_flops, bandwidth):
@@ -149,90 +137,60 @@ def min_time(flops, peak_flops, mem_bytes=0.0, mem_bandwidth=math.inf, net_bytes
 # Communication intensity of the three parallelisms (chapter 02; used again in 03, 14-16)
 # --------------------------------------------------------------------------------------
 
-def dp_bytes_per_gpu(params, world, grad_bytes=2, exact=True):
-    """Bytes each GPU sends in one data-parallel gradient all-reduce (chapter 02).
-
-    A ring all-reduce (reduce-scatter, then all-gather) of the Ψ·s-byte gradient sends
-    2(P − 1)/P · Ψ·s bytes from every GPU; ``exact=False`` gives the large-P form 2Ψs.
-    ``grad_bytes`` is s, the bytes of one gradient element (2 for BF16).
-    """
-    check.positive("params", params)
-    check.count("world", world, minimum=2 if exact else 1)
-    check.positive("grad_bytes", grad_bytes)
-    factor = 2 * (world - 1) / world if exact else 2
-    return factor * params * grad_bytes
-
-
-def dp_intensity(batch, seq, world, grad_bytes=2, exact=False):
+def dp_intensity(batch, seq, world, *, grad_bytes, exact=False):
     """Communication intensity of data parallelism, FLOP per byte sent (chapter 02).
 
-    Each of P GPUs processes B·S/P of the B·S tokens of a step, 6Ψ·BS/P FLOP, and sends the
-    gradient all-reduce's bytes. Large-P form (``exact=False``, the book's):
-    (6ΨBS/P) / (2Ψs) = 3BS/(Ps). Exact ring form (``exact=True``):
-    (6ΨBS/P) / (2(P − 1)/P · Ψs) = 3BS/((P − 1)s). Ψ cancels: only the tokens per step,
-    the number of GPUs and the gradient's bytes per element decide.
+    Each of P GPUs processes B·S/P of the B·S tokens of a step, 6Ψ·BS/P FLOP, and sends
+    :func:`dtbook.data_parallel.gradient_bytes_sent`, 2(P − 1)/P · Ψs for the ring
+    (``exact=True``): (6ΨBS/P) / (2(P − 1)/P · Ψs) = 3BS/((P − 1)s). The book's large-P
+    form (``exact=False``) divides by that count's limit 2Ψs: 3BS/(Ps). Ψ cancels: only the
+    tokens per step, the number of GPUs and the gradient's bytes per element decide.
     """
+    from . import data_parallel
     check.positive("batch", batch)
     check.positive("seq", seq)
     check.count("world", world, minimum=2 if exact else 1)
     check.positive("grad_bytes", grad_bytes)
-    return 3 * batch * seq / ((world - 1 if exact else world) * grad_bytes)
+    flops = 6 * batch * seq / world                    # per parameter, per GPU
+    if exact:
+        return flops / data_parallel.gradient_bytes_sent(1, world, grad_bytes=grad_bytes)
+    return flops / (2 * grad_bytes)                   # lim P→∞ of gradient_bytes_sent / Ψ
 
 
-def tp_bytes_per_gpu(batch, seq, hidden, tp, act_bytes=2):
-    """Bytes each GPU sends per transformer layer under tensor parallelism, forward and
-    backward (chapter 02).
-
-    Megatron-style TP without sequence parallelism all-reduces the B·S·H activation twice in
-    the forward pass (after attention, after the MLP) and twice in the backward pass: four
-    ring all-reduces of B·S·H·s bytes over t GPUs, 4 · 2(t − 1)/t · BSHs bytes per GPU.
-    """
-    for name, v in (("batch", batch), ("seq", seq), ("hidden", hidden), ("act_bytes", act_bytes)):
-        check.positive(name, v)
-    check.count("tp", tp, minimum=2)
-    return 4 * 2 * (tp - 1) / tp * batch * seq * hidden * act_bytes
-
-
-def tp_intensity(hidden, tp, act_bytes=2):
+def tp_intensity(hidden, tp, *, act_bytes=2):
     """Communication intensity of tensor parallelism for one layer: 9H/((t − 1)s) (chapter 02).
 
     A layer's 12H² weights cost 6 · 12H² = 72H² FLOP per token forward and backward, split
-    over t GPUs; divided by :func:`tp_bytes_per_gpu` per token, 8(t − 1)/t · Hs, it is
-    9H/((t − 1)s): it grows with the hidden size H, not with the batch (attention's
-    S-dependent FLOPs are left out, which makes this a lower bound).
+    over t GPUs; divided by :func:`dtbook.tensor_parallel.layer_comm_bytes` per token (four
+    ring all-reduces of the H·s activation, 8(t − 1)/t · Hs), it is 9H/((t − 1)s): it grows
+    with the hidden size H, not with the batch (attention's S-dependent FLOPs are left out,
+    which makes this a lower bound).
     """
+    from . import tensor_parallel
     check.positive("hidden", hidden)
     check.count("tp", tp, minimum=2)
     check.positive("act_bytes", act_bytes)
-    return 9 * hidden / ((tp - 1) * act_bytes)
+    sent = tensor_parallel.layer_comm_bytes(1, 1, hidden, tp, bytes_per_element=act_bytes)
+    return 72 * hidden**2 / tp / sent
 
 
-def pp_bytes_per_stage(batch, seq, hidden, act_bytes=2):
-    """Bytes one pipeline stage sends per micro-batch: the B·S·H activation forward and its
-    gradient backward, 2·BSHs (chapter 02). Point to point, one hop, whatever the depth."""
-    for name, v in (("batch", batch), ("seq", seq), ("hidden", hidden), ("act_bytes", act_bytes)):
-        check.positive(name, v)
-    return 2 * batch * seq * hidden * act_bytes
-
-
-def pp_intensity(hidden, layers, pp, act_bytes=2):
+def pp_intensity(hidden, layers, pp, *, act_bytes=2):
     """Communication intensity of pipeline parallelism: 36HL/(ps) (chapter 02).
 
-    A stage holds L/p layers, 72H² · L/p FLOP per token forward and backward, and sends
-    2Hs bytes per token (:func:`pp_bytes_per_stage`): (72H²L/p)/(2Hs) = 36HL/(ps). It is
-    larger than the TP intensity by about 4L(t − 1)/p: a stage boundary is crossed once
-    per L/p layers, TP's all-reduces four times per layer.
+    A stage holds L/p layers, 72H² · L/p FLOP per token forward and backward, and sends two
+    :func:`dtbook.pipeline_parallel.p2p_message_bytes` per token (the activation forward,
+    its gradient backward, 2Hs): (72H²L/p)/(2Hs) = 36HL/(ps). It is larger than the TP
+    intensity by about 4L(t − 1)/p: a stage boundary is crossed once per L/p layers, TP's
+    all-reduces four times per layer.
     """
+    from . import pipeline_parallel
     check.positive("hidden", hidden)
     check.positive("layers", layers)
     check.count("pp", pp, minimum=1)
     check.positive("act_bytes", act_bytes)
-    return 36 * hidden * layers / (pp * act_bytes)
+    sent = 2 * pipeline_parallel.p2p_message_bytes(1, 1, hidden, act_bytes)
+    return 72 * hidden**2 * layers / pp / sent
 
-
-# --------------------------------------------------------------------------------------
-# Overlap of compute and communication
-# --------------------------------------------------------------------------------------
 
 def step_time(compute_time, comm_time, overlap=0.0):
     """Step time when a fraction ``overlap`` of the shorter phase hides under the longer:
@@ -344,12 +302,12 @@ class Kernel:
     @property
     def mem_intensity(self) -> float:
         """FLOP per byte of memory traffic (``inf`` if it moves none)."""
-        return self.flops / self.mem_bytes if self.mem_bytes else math.inf
+        return arithmetic_intensity(self.flops, self.mem_bytes) if self.mem_bytes else math.inf
 
     @property
     def net_intensity(self) -> float:
         """FLOP per byte sent over the network (``inf`` if it sends none)."""
-        return self.flops / self.net_bytes if self.net_bytes else math.inf
+        return arithmetic_intensity(self.flops, self.net_bytes) if self.net_bytes else math.inf
 
     def intensity(self, resource):
         """The intensity against ``"memory"`` or ``"network"``."""

@@ -45,6 +45,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import hardware, models
+from .composition import megatron_step_flops
 from .units import TFLOP
 
 __all__ = ["PublishedRun", "get", "names", "runs", "tokens_per_second", "source_flops_per_step",
@@ -416,25 +417,23 @@ def get(name: str) -> PublishedRun:
 def source_flops_per_step(run: PublishedRun) -> float:
     """FLOPs of one step as the run's source counts them (its ``convention``).
 
-    Megatron formulas use the model's hidden size ``h``, layers ``l``, vocabulary ``V``,
-    batch ``B`` and sequence ``s``; NeMo's count 6 FLOPs per block weight per token plus the
+    Megatron's formulas are :func:`dtbook.composition.megatron_step_flops` of the model's
+    hidden size ``h``, layers ``l``, vocabulary ``V``, batch ``B`` and sequence ``s``; NeMo's count 6 FLOPs per block weight per token plus the
     scores (full or causal) and the head; the Llama 3 row counts model FLOPs: 6 per parameter per
     token (embedding excluded) plus causal attention, :func:`dtbook.flops` style.
     (Chapter 27.)
     """
     cfg = models.get(run.model)
     B, s, l, h, V = run.global_batch, run.seq, cfg.layers, cfg.hidden, cfg.vocab
-    if run.convention == "megatron-hfu":
-        return 96 * B * s * l * h**2 * (1 + s / (6 * h) + V / (16 * l * h))
-    if run.convention == "megatron-mfu":
-        return 72 * B * s * l * h**2 * (1 + s / (6 * h) + V / (12 * l * h))
+    if run.convention in ("megatron-hfu", "megatron-mfu"):      # with and without recompute
+        return megatron_step_flops(B, s, l, h, V, recompute=run.convention == "megatron-hfu")
     if run.convention in ("nemo-full", "nemo-causal"):
         # NeMo's formulas, written per weight matrix (they reduce to NeMo's gpt3 and llama
         # expressions): 3 x 2 FLOPs per weight per token in q, k, v, o and the MLP, 3 x 4 s h
         # per token per layer for the scores (halved when causal), 6 h V for the head.
         hd = cfg.head_dim
         attn = 2 * h * cfg.heads * hd + 2 * h * cfg.kv_heads * hd
-        mlp = (3 if cfg.mlp == "swiglu" else 2) * h * cfg.ffn_hidden
+        mlp = (3 if cfg.gated_mlp else 2) * h * cfg.ffn_hidden
         causal = 0.5 if run.convention == "nemo-causal" else 1.0
         per_token = l * (6 * (attn + mlp) + 12 * s * h * causal) + 6 * h * V
         return per_token * B * s

@@ -40,7 +40,7 @@ _FLOPS_PER_TOKEN_D2 = 2 * 4 + 2 * 2 * 4          # = 24
 _ATTENTION_PER_TOKEN_SD = 2 + 2                  # QKᵀ and (softmax)V: 2sd each, per token
 
 
-def activation_bytes(batch, seq, hidden, bytes_per_element=2):
+def activation_bytes(batch, seq, hidden, *, bytes_per_element=2):
     """The buffer a tensor-parallel all-reduce carries: n = b·s·d·sizeof (chapter 15).
 
     It is the output of a row-parallel layer (forward) or the input gradient of a
@@ -67,20 +67,23 @@ def allreduces_per_layer(backward=True, column_inputs=2):
     return 2 + (column_inputs if backward else 0)
 
 
-def layer_comm_bytes(batch, seq, hidden, tp, bytes_per_element=2, backward=True):
-    """Bytes one rank sends per layer in ring all-reduces: count · 2(P − 1)/P · b·s·d·sizeof
-    (chapter 15). Forward only: 4(P − 1)/P · bsd·sizeof, ≈ 8bsd bytes in fp16 for large P."""
+def layer_comm_bytes(batch, seq, hidden, tp, *, bytes_per_element=2, backward=True):
+    """Bytes one rank sends per layer: :func:`allreduces_per_layer` ring all-reduces of
+    :func:`activation_bytes`, each sending 2(P − 1)/P of it (:func:`dtbook.comm.traffic`),
+    count · 2(P − 1)/P · b·s·d·sizeof (chapter 15). Forward only: 4(P − 1)/P · bsd·sizeof,
+    ≈ 8bsd bytes in fp16 for large P; Megatron sequence parallelism sends the same
+    (chapter 17, :func:`dtbook.sequence_parallel.megatron_sp_bytes`)."""
     check.count("tp", tp)
-    n = activation_bytes(batch, seq, hidden, bytes_per_element)
-    return allreduces_per_layer(backward) * 2 * (tp - 1) / tp * n
+    n = activation_bytes(batch, seq, hidden, bytes_per_element=bytes_per_element)
+    return allreduces_per_layer(backward) * comm.traffic("allreduce", n, tp).sent_bytes
 
 
-def layer_comm_time(batch, seq, hidden, tp, alpha, beta, bytes_per_element=2, backward=True):
+def layer_comm_time(batch, seq, hidden, tp, alpha, beta, *, bytes_per_element=2, backward=True):
     """Time of one layer's tensor-parallel all-reduces, each a ring all-reduce of
     :func:`activation_bytes` priced by :func:`dtbook.comm.allreduce_time` (chapter 15).
     Forward only: 2(2(P − 1)α + 2(P − 1)/P · bsd·sizeof/β)."""
     check.count("tp", tp)
-    n = activation_bytes(batch, seq, hidden, bytes_per_element)
+    n = activation_bytes(batch, seq, hidden, bytes_per_element=bytes_per_element)
     return allreduces_per_layer(backward) * comm.allreduce_time(n, tp, alpha, beta)
 
 
@@ -102,7 +105,7 @@ def layer_training_flops(batch, seq, hidden):
     return 3 * layer_forward_flops(batch, seq, hidden)
 
 
-def compute_comm_ratio(batch, seq, hidden, tp, peak_flops, alpha, beta, bytes_per_element=2,
+def compute_comm_ratio(batch, seq, hidden, tp, peak_flops, alpha, beta, *, bytes_per_element=2,
                        backward=True):
     """R = (per-rank compute time) / (all-reduce time) for one layer (chapter 15).
 
@@ -115,11 +118,11 @@ def compute_comm_ratio(batch, seq, hidden, tp, peak_flops, alpha, beta, bytes_pe
     flops = layer_training_flops(batch, seq, hidden) if backward else \
         layer_forward_flops(batch, seq, hidden)
     t_compute = flops / (tp * peak_flops)
-    return t_compute / layer_comm_time(batch, seq, hidden, tp, alpha, beta, bytes_per_element,
-                                       backward)
+    return t_compute / layer_comm_time(batch, seq, hidden, tp, alpha, beta,
+                                       bytes_per_element=bytes_per_element, backward=backward)
 
 
-def ratio_coefficient(tp, bytes_per_element=2, backward=True):
+def ratio_coefficient(tp, *, bytes_per_element=2, backward=True):
     """The c of R = dβ/(c·P·F), the bandwidth-bound (α → 0), short-sequence (s ≪ d) limit of
     :func:`compute_comm_ratio` (chapter 15).
 
@@ -129,28 +132,30 @@ def ratio_coefficient(tp, bytes_per_element=2, backward=True):
     check.count("tp", tp)
     check.positive("bytes_per_element", bytes_per_element)
     flops_d2 = _FLOPS_PER_TOKEN_D2 * (3 if backward else 1)
-    return allreduces_per_layer(backward) * 2 * (tp - 1) / tp * bytes_per_element / flops_d2
+    sent = comm.traffic("allreduce", bytes_per_element, tp).sent_bytes   # 2(P − 1)/P · sizeof
+    return allreduces_per_layer(backward) * sent / flops_d2
 
 
-def ratio_bandwidth_limit(hidden, tp, peak_flops, beta, bytes_per_element=2, backward=True):
+def ratio_bandwidth_limit(hidden, tp, peak_flops, beta, *, bytes_per_element=2, backward=True):
     """R = dβ/(c·P·F) with c from :func:`ratio_coefficient` (chapter 15): R grows with the
     width d and falls with the TP degree P."""
     check.positive("hidden", hidden)
     check.positive("peak_flops", peak_flops)
     check.positive("beta", beta)
-    c = ratio_coefficient(tp, bytes_per_element, backward)
+    c = ratio_coefficient(tp, bytes_per_element=bytes_per_element, backward=backward)
     return hidden * beta / (c * tp * peak_flops)
 
 
-def width_for_unit_ratio(tp, peak_flops, beta, bytes_per_element=2, backward=True):
+def width_for_unit_ratio(tp, peak_flops, beta, *, bytes_per_element=2, backward=True):
     """The hidden size d* = c·P·F/β at which R = 1 (chapter 15): narrower layers are
     communication-bound at this TP degree."""
     check.positive("peak_flops", peak_flops)
     check.positive("beta", beta)
-    return ratio_coefficient(tp, bytes_per_element, backward) * tp * peak_flops / beta
+    return (ratio_coefficient(tp, bytes_per_element=bytes_per_element, backward=backward)
+            * tp * peak_flops / beta)
 
 
-def layernorm_stats_bytes(batch, seq, bytes_per_element=4):
+def layernorm_stats_bytes(batch, seq, *, bytes_per_element=4):
     """The all-reduce of a LayerNorm over a hidden dimension sharded P ways: the two sums
     S = Σx and Q = Σx² for each of b·s tokens, 2·b·s·sizeof bytes (fp32: 8bs) (chapter 15)."""
     check.positive("batch", batch)

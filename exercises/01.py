@@ -9,7 +9,7 @@ well inside the 1% tolerance.
 
 from dtbook import flops, hardware, memory, models, symbolic
 from dtbook.exercises import exercise
-from dtbook.units import GB, TFLOP
+from dtbook.units import GB, TFLOP, fmt_bytes
 
 H100 = hardware.get("h100-sxm")
 F = H100.peak("bf16")
@@ -31,7 +31,7 @@ def _():
 
 @exercise(
     "01.2",
-    prompt=(f"How many H100s ({H100.hbm_bytes / GB:g} GB each) does it take, at the very "
+    prompt=(f"How many H100s ({fmt_bytes(H100.hbm_bytes, binary=True)} each) does it take, at the very "
             "least, just to hold that 13B model's state?"),
     unit="",
     hint="Divide the state by one GPU's memory and round up: a GPU is not divisible.",

@@ -9,7 +9,7 @@ agree.
 
 import sympy as sp
 
-from dtbook import hardware, roofline
+from dtbook import data_parallel, hardware, roofline
 from dtbook.exercises import exercise
 from dtbook.symbolic import params, world
 
@@ -29,7 +29,8 @@ def _dp_kernel(tokens, gpus, psi=7e9, grad_bytes=2):
     """One GPU's share of a data-parallel step: FLOP, and the bytes its all-reduce sends."""
     flops = 6 * psi * tokens / gpus
     return roofline.Kernel("dp step", flops, mem_bytes=0,
-                           net_bytes=roofline.dp_bytes_per_gpu(psi, gpus, grad_bytes, exact=False))
+                           net_bytes=data_parallel.gradient_bytes_sent(psi, gpus,
+                                                                       grad_bytes=grad_bytes))
 
 
 @exercise(
@@ -110,7 +111,7 @@ def _():
 )
 def _():
     s = sp.Symbol("s", positive=True)
-    return roofline.dp_bytes_per_gpu(params, world, s, exact=True)
+    return data_parallel.gradient_bytes_sent(params, world, grad_bytes=s)
 
 
 @exercise(

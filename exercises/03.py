@@ -6,7 +6,7 @@ direction, and approximates a ring all-reduce's traffic as 2× the buffer whatev
 size; where either changes its printed answer, the exercise records why.
 """
 
-from dtbook import comm, hardware, roofline
+from dtbook import comm, hardware, roofline, tensor_parallel
 from dtbook.exercises import exercise
 from dtbook.units import GB
 
@@ -68,8 +68,7 @@ def _():
     book_note="The original edition gives 4.28 GB per layer. " + _RING,
 )
 def _():
-    # tp_bytes_per_gpu counts forward and backward (four all-reduces); the forward is half
-    return roofline.tp_bytes_per_gpu(B, S, H, T, act_bytes=2) / 2
+    return tensor_parallel.layer_comm_bytes(B, S, H, T, bytes_per_element=2, backward=False)
 
 
 @exercise(
@@ -113,6 +112,7 @@ def _():
 def _():
     tokens = B * S
     kernel = roofline.Kernel("tp layer", 72 * H**2 * tokens / T, mem_bytes=0,
-                             net_bytes=roofline.tp_bytes_per_gpu(B, S, H, T, act_bytes=2))
+                             net_bytes=tensor_parallel.layer_comm_bytes(B, S, H, T,
+                                                                        bytes_per_element=2))
     return tuple(roofline.Ceilings.from_hardware(H100, link, "bf16").binding(kernel)
                  for link in (NVL, IB))

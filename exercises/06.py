@@ -39,7 +39,7 @@ def _():
     prompt=("Same model and layout, now checkpointing every k = 4 layers, costed the "
             "conservative way, (L/k + k) × one layer's activations per GPU. How many GB of "
             "activations per GPU? And with the model states sharded by ZeRO-3 over 32 GPUs "
-            "(16Ψ/32 bytes each), do states plus activations fit in an 80 GB H100? "
+            "(16Ψ/32 bytes each), do states plus activations fit in an H100 (80 GiB)? "
             "Answer as a tuple (GB, True/False)."),
     unit=("GB", ""),
     hint="(40/4 + 4) layers' worth of the per-GPU figure of 06.1; then add 16 × 13e9 / 32 bytes.",

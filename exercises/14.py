@@ -45,7 +45,7 @@ def _():
                "tokens per GPU per step, a handful of sequences, not hundreds."),
 )
 def _():
-    return dp.breakeven_tokens(H100.peak("bf16"), NVLINK.beta, 2, ratio=2)
+    return dp.breakeven_tokens(H100.peak("bf16"), NVLINK.beta, grad_bytes=2, ratio=2)
 
 
 @exercise(

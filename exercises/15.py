@@ -41,9 +41,9 @@ def _():
                "17.92 GB is 80 × 224 MiB = 17,920 MiB, which is 17.5 GiB or 18.8 GB."),
 )
 def _():
-    n = tpf.activation_bytes(4, 2048, 4096, 2)
+    n = tpf.activation_bytes(4, 2048, 4096, bytes_per_element=2)
     per_ar = 2 * (8 - 1) / 8 * n
-    return n, per_ar, 80 * tpf.layer_comm_bytes(4, 2048, 4096, 8, 2, backward=False)
+    return n, per_ar, 80 * tpf.layer_comm_bytes(4, 2048, 4096, 8, bytes_per_element=2, backward=False)
 
 
 @exercise(
@@ -67,8 +67,8 @@ def _():
                "times the FLOPs and twice the all-reduces, about 1.2)."),
 )
 def _():
-    return tpf.compute_comm_ratio(4, 2048, 4096, 8, F_BF16, 1 * us, NVLINK.beta, 2,
-                                  backward=False)
+    return tpf.compute_comm_ratio(4, 2048, 4096, 8, F_BF16, 1 * us, NVLINK.beta,
+                                  bytes_per_element=2, backward=False)
 
 
 @exercise(
@@ -88,7 +88,7 @@ def _():
                "8192-wide layer at TP = 8 is compute-bound on NVLink."),
 )
 def _():
-    return tpf.ratio_bandwidth_limit(8192, 8, F_BF16, NVLINK.beta, 2)
+    return tpf.ratio_bandwidth_limit(8192, 8, F_BF16, NVLINK.beta, bytes_per_element=2)
 
 
 @exercise(
@@ -106,8 +106,8 @@ def _():
                "d·2/(2·4) = d/4."),
 )
 def _():
-    stats = tpf.layernorm_stats_bytes(4, 2048, 4)
-    return stats, tpf.activation_bytes(4, 2048, 4096, 2) / stats
+    stats = tpf.layernorm_stats_bytes(4, 2048, bytes_per_element=4)
+    return stats, tpf.activation_bytes(4, 2048, 4096, bytes_per_element=2) / stats
 
 
 @exercise(

@@ -20,8 +20,8 @@ K = 1024
 )
 def _():
     S = 256 * K
-    return (sq.attention_scores_bytes(1, S, 32, 2),
-            sq.attention_scores_bytes(1, S / 8, 32, 2))
+    return (sq.attention_scores_bytes(1, S, 32, value_bytes=2),
+            sq.attention_scores_bytes(1, S / 8, 32, value_bytes=2))
 
 
 @exercise(
@@ -36,7 +36,8 @@ def _():
 )
 def _():
     S = 1024 * K
-    return sq.ring_kv_bytes(1, S, 8192, 16, 2), sq.ulysses_bytes(1, S, 8192, 16, 2)
+    return (sq.ring_kv_bytes(1, S, 8192, 16, value_bytes=2),
+            sq.ulysses_bytes(1, S, 8192, 16, value_bytes=2))
 
 
 @exercise(
@@ -101,8 +102,8 @@ def _():
 )
 def _():
     S = 1024 * K
-    block = sq.attention_scores_bytes(1, S / 8, 1, 2)
-    state = sq.flash_ring_bytes(S, 128, 8, 2)
+    block = sq.attention_scores_bytes(1, S / 8, 1, value_bytes=2)
+    state = sq.flash_ring_bytes(S, 128, 8, value_bytes=2)
     return block, state, block / state
 
 
@@ -118,8 +119,8 @@ def _():
          "activations shrink by t.",
 )
 def _():
-    return (sq.megatron_sp_bytes(1, 8192, 8192, 8, 2),
-            sq.norm_activation_bytes(1, 8192, 8192, 8, 2, sequence_parallel=True))
+    return (sq.megatron_sp_bytes(1, 8192, 8192, 8, value_bytes=2),
+            sq.norm_activation_bytes(1, 8192, 8192, 8, value_bytes=2, sequence_parallel=True))
 
 
 @exercise(

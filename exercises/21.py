@@ -1,6 +1,6 @@
 """Exercises for chapter 21, Activation Recomputation."""
 
-from dtbook import activations, memory, recompute
+from dtbook import activations, pipeline_parallel, recompute
 from dtbook.exercises import exercise
 from dtbook.units import GB, MB, ms
 
@@ -91,7 +91,7 @@ def _():
                "= 384 MB. The 5.12 GB without recomputation agrees."),
 )
 def _():
-    p = memory.activations_in_flight(4, 8)  # micro-batches in flight on the first stage
+    p = pipeline_parallel.activations_in_flight(4, 8)  # micro-batches in flight, first stage
     layers, layer, boundary = 20, 64 * MB, 4 * MB
     k = activations.optimal_checkpoint_interval(layers)
     # p micro-batches keep (L/k) inputs each; one block of k layers is live in backward:

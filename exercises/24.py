@@ -87,9 +87,10 @@ def _axis_times(nvlink=300 * GB, ib=25 * GB, psi=None):
     H, L, dp, pp, tp, batch, seq, m, nbytes = 8192, 40, 8, 4, 4, 512, 2048, 32, 2
     b = batch // (dp * m)                                  # sequences per microbatch
     psi = 12 * H**2 * L if psi is None else psi
-    tp_t = m * composition.microbatch_tp_time(b, seq, H, L, tp, pp, 1 * us, nvlink, nbytes)
+    tp_t = m * composition.microbatch_tp_time(b, seq, H, L, tp, pp, 1 * us, nvlink,
+                                              bytes_per_value=nbytes)
     pp_t = 2 * m * comm.p2p_time(b * seq * H * nbytes, 2 * us, ib)
-    dp_t = composition.dp_time(psi, tp, pp, dp, 2 * us, ib, nbytes)
+    dp_t = composition.dp_time(psi, tp, pp, dp, 2 * us, ib, grad_bytes=nbytes)
     return {"TP": tp_t, "PP": pp_t, "DP": dp_t}
 
 

@@ -82,7 +82,7 @@ def _():
                "and reaches about 65 GB with 34 GB of activations. That is 10 bytes per "
                "parameter: it leaves out the bf16 gradients (2 bytes) and the fp32 master "
                "weights (4 bytes). With all 16 bytes the model state is 50 GB, and with the same"
-               " activations the GPU needs about 84 GB, more than an 80 GB H100 holds; ZeRO-1 "
+               " activations the GPU needs about 84 GB, nearly all of an H100's 80 GiB (85.9 GB); ZeRO-1 "
                "over the ranks that replicate each weight brings the state back to about 13 GB."),
 )
 def _():
@@ -94,16 +94,17 @@ def _():
     prompt=("Llama 3 70B (catalog `llama3-70b`: hidden 8192, 8 KV heads of 128) trains at "
             "262,144 tokens per sequence with TP 8 and CP 8 (ring attention), one sequence "
             "per micro-batch, bf16. Per layer and micro-batch, forward and backward, how many "
-            "times more bytes does a GPU send for TP (four ring all-reduces) than for CP (the "
-            "K/V ring and its gradients)?"),
-    hint=("TP sends 4·2(t − 1)/t·b(S/c)H·2; CP sends 2(c − 1)·2·b(S/c)·(H_kv/t)·2 with "
-          "H_kv = 8·128."),
+            "times more bytes does a GPU send for TP (four ring all-reduces) than for CP (ring "
+            "attention as Megatron-Core runs it: K and V around the ring forward, and in "
+            "backward K and V again with their gradients)?"),
+    hint=("TP sends 4·2(t − 1)/t·b(S/c)H·2; CP sends 3(c − 1) blocks of 2·b(S/c)·(H_kv/t)·2 "
+          "with H_kv = 8·128: c − 1 forward, 2(c − 1) backward."),
 )
 def _():
     cfg = models.get("llama3-70b")
     kv = cfg.kv_heads * cfg.head_dim
     t = axes.step_traffic(cfg.hidden, 1, 1e9, batch=1, seq=262144, microbatches=1, tp=8, cp=8,
-                          kv_hidden=kv)
+                          kv_hidden=kv, kv_saved=False)
     return t["tp"] / t["cp"]
 
 
@@ -135,6 +136,6 @@ def _():
 def _():
     cfg = models.get("llama3-405b")
     shape = dict(tp=8, pp=16, ffn_hidden=cfg.ffn_hidden)
-    a = lambda seq, cp: axes.activation_bytes(1, seq, cfg.hidden, cfg.heads, cfg.layers, cp=cp,
-                                              **shape)
+    a = lambda seq, cp: axes.device_activation_bytes(1, seq, cfg.hidden, cfg.heads, cfg.layers,
+                                                     cp=cp, **shape)
     return a(131072, 1) / a(8192, 1)

@@ -84,7 +84,7 @@ def _():
 )
 def _():
     per_step = ls.sync_sent_bytes_per_step(150e6, 8, 500, 4)
-    return per_step, dp.allreduce_bytes(150e6, 8, 4) / per_step
+    return per_step, dp.gradient_bytes_sent(150e6, 8, grad_bytes=4) / per_step
 
 
 @exercise(

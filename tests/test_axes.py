@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from dtbook import axes, comm, memory, models, moe
+from dtbook import axes, comm, data_parallel, memory, models, moe, pipeline_parallel
 from dtbook import sequence_parallel as sp_
+from dtbook import tensor_parallel as tpf
 
 
 @pytest.mark.parametrize("seq,cp,tp,pp,m", [(8192, 1, 8, 16, 16), (131072, 16, 8, 16, 16),
@@ -18,17 +19,17 @@ def test_activations_equal_the_memory_equation_with_cp(seq, cp, tp, pp, m):
                                  batch=1, seq=seq, ffn_hidden=cfg.ffn_hidden, tp=tp, cp=cp,
                                  pp=pp, sequence_parallel=True, microbatches=m,
                                  attention="flash")
-    in_flight = memory.activations_in_flight(pp, m)
-    ours = axes.activation_bytes(1, seq, cfg.hidden, cfg.heads, cfg.layers, tp=tp, cp=cp, pp=pp,
+    in_flight = pipeline_parallel.activations_in_flight(pp, m)
+    ours = axes.device_activation_bytes(1, seq, cfg.hidden, cfg.heads, cfg.layers, tp=tp, cp=cp, pp=pp,
                                  ffn_hidden=cfg.ffn_hidden, in_flight=in_flight)
     assert np.isclose(ours, whole["activations"], rtol=1e-12)
 
 
 def test_cp_restores_the_short_context_activations():
     args = (1, 4096, 16, 2, 2)
-    assert np.isclose(axes.activation_bytes(*args, cp=1),
-                      axes.activation_bytes(1, 4096 * 16, 16, 2, 2, cp=16))
-    assert axes.activation_bytes(*args, recompute="full") < axes.activation_bytes(*args)
+    assert np.isclose(axes.device_activation_bytes(*args, cp=1),
+                      axes.device_activation_bytes(1, 4096 * 16, 16, 2, 2, cp=16))
+    assert axes.device_activation_bytes(*args, recompute="full") < axes.device_activation_bytes(*args)
 
 
 def test_state_bytes_equal_the_memory_equation_for_a_dense_model():
@@ -49,15 +50,26 @@ def test_expert_state_splits_by_ep_and_replicates_over_expert_dp():
 def test_ring_blocks_add_up_to_the_all_gathered_kv():
     b, S, H, c, t = 2, 4096, 1024, 8, 4
     gathered = 2 * b * S * H / t * 2               # K and V of the whole sequence, t's heads
-    assert np.isclose(c * axes.cp_ring_step_bytes(b, S, H, c, tp=t), gathered)
-    assert np.isclose(axes.cp_ring_bytes(b, S, H, c, tp=t),
-                      2 * (c - 1) / c * gathered)  # forward and backward
+    assert np.isclose(c * sp_.ring_kv_step_bytes(b, S, H, c) / t, gathered)
+    # forward keeps the blocks it received: c − 1 blocks forward, c − 1 of gradients back
+    assert np.isclose(axes.cp_ring_bytes(b, S, H, c, tp=t, kv_saved=True),
+                      2 * (c - 1) / c * gathered)
+    # Megatron-Core: backward sends K and V around again beside dK, dV
+    assert np.isclose(axes.cp_ring_bytes(b, S, H, c, tp=t), 3 * (c - 1) / c * gathered)
 
 
 def test_tp_traffic_is_twice_chapter_17s_forward_count():
     t = axes.step_traffic(4096, 1, 1e9, batch=2, seq=2048, microbatches=1, tp=8, cp=4)
-    assert np.isclose(t["tp"], 2 * sp_.tp_allreduce_bytes(2, 2048 / 4, 4096, 8))
+    assert np.isclose(t["tp"], 2 * sp_.megatron_sp_bytes(2, 2048 / 4, 4096, 8))
+    assert np.isclose(t["tp"], tpf.layer_comm_bytes(2, 2048 / 4, 4096, 8))
     assert t["dp"] == 0 and t["ep"] == 0
+
+
+def test_dp_traffic_is_the_ring_all_reduce_of_the_rank_gradient_buffer():
+    t = axes.step_traffic(4096, 4, 1e9, batch=1, seq=2048, microbatches=2, tp=4, pp=2, dp=8)
+    n = 1e9 / (4 * 2) * 2                             # Ψ/(tp·pp) gradients, 2 bytes each
+    assert np.isclose(t["dp"], 2 * (8 - 1) / 8 * n)
+    assert np.isclose(n, data_parallel.gradient_buffer_bytes(1e9, tp=4, pp=2, grad_bytes=2))
 
 
 def test_ep_tokens_sent_is_the_uniform_dispatch_matrix_off_its_diagonal():
@@ -106,4 +118,4 @@ def test_bad_values_are_refused_by_name():
     with pytest.raises(ValueError, match="fractions"):
         axes.min_capacity_factor([0.5, 0.2])
     with pytest.raises(ValueError, match="recompute"):
-        axes.activation_bytes(1, 8, 8, 1, 1, recompute="selective")
+        axes.device_activation_bytes(1, 8, 8, 1, 1, recompute="selective")

@@ -35,13 +35,16 @@ NOT_FORMULAS = {
     "parallel.overlap",  # chapter 31: hooks and a timeline recorder, tests/test_overlap.py
     "parallel.axes",  # chapter 25: a (dp, cp, tp) block on gloo, tests/test_parallel_axes.py
     "parallel.composition",  # chapter 24: TP x PP x DP training on gloo, tests/test_parallel_composition.py
+    "parallel.profiling",  # chapter 32: trace reading and a profiled DDP job on gloo, tests/test_parallel_profiling.py
     "parallel.local_sgd",  # chapter 29: training loops and a parameter server, tests/test_local_sgd.py
     "parallel.resilience",  # chapter 26: torchft replicas on gloo, tests/test_parallel_resilience.py
     # catalogs: they take names, and name the bad one (tests/test_hardware.py, test_models.py)
     "hardware", "models", "runs",
     # the planner (chapter 27): tests/test_plan.py; these take configurations, run searches,
-    # read the catalog of runs or parse a command line (plan.gemm and plan.model are walked)
-    "plan", "plan.search", "plan.cli", "plan.validate", "__main__",
+    # read the catalog of runs or parse a command line (plan.gemm and plan.model are walked).
+    # plan.terms: the model's terms over candidate arrays estimate() and search() have
+    # checked, each set beside the chapter function it calls in tests/test_plan_terms.py
+    "plan", "plan.search", "plan.cli", "plan.validate", "plan.terms", "__main__",
     # reads the book's own records (the corrections appendix)
     "edition",
     # runs searches over a candidate list (tests/test_search_strategies.py)
@@ -53,9 +56,7 @@ NOT_FORMULA_FUNCTIONS = {"datapipe.make_tokens", "datapipe.write_shards", "datap
                          "schedules.from_torch",  # reads PyTorch's action objects
                          # the planner's lookups by name or object, and estimate()'s own
                          # steps, which every bad number to estimate() reaches
-                         "plan.model.resolve_model", "plan.model.links_for",
-                         "plan.model.protocol_efficiency", "plan.model.elementwise_values",
-                         "plan.model.evaluate"}
+                         "plan.model.resolve_model", "plan.model.evaluate"}
 
 HOUSE = {"world": 8, "p": 8, "P": 8, "tp": 8, "dp": 8, "pp": 4, "params": 7e9, "tokens": 1e12,
          "nbytes": 1e9, "n": 1e9, "alpha": 1e-5, "beta": 5e10, "mfu": 0.4, "peak_flops": 1e15,
@@ -106,6 +107,9 @@ def _baselines():
         "flops.matmul_params": dict(cfg=cfg),
         "kv_cache.bytes_per_token_layer": dict(cfg=cfg),  # chapter 31a
         "flops.transformer_matmul_flops": dict(cfg=cfg, batch=4, seq=2048),
+        "flops.layer_matmul_flops": dict(cfg=cfg, index=3, batch=4, seq=2048),
+        "flops.lm_head_matmul_flops": dict(cfg=cfg, batch=4, seq=2048),
+        "flops.block_gemms": dict(cfg=cfg, index=3),
         "scaling.fit_power_law": dict(x=x, y=3.0 * x ** -0.3),
         "scaling.fit_broken_power_law": dict(x=x, y=3.0 * x ** -0.3),
         "scaling.break_evidence": dict(x=x, y=3.0 * x ** -0.3),

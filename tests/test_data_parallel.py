@@ -30,16 +30,34 @@ def test_overlapped_step_time_equals_an_event_simulation(tb, tr, L):
 def test_ratio_is_compute_over_comm_for_large_world():
     params, b, F, beta = 7e9, 2048, 989e12, 450e9
     t_comp = dp.compute_time(params, b, F)
-    t_comm = dp.comm_time(params, 10**6, 0, beta, bytes_per_param=2)
-    assert np.isclose(dp.compute_comm_ratio(b, F, beta, 2), t_comp / t_comm, rtol=1e-5)
-    assert np.isclose(dp.compute_comm_ratio(dp.breakeven_tokens(F, beta, 2, 3), F, beta, 2), 3)
+    t_comm = dp.comm_time(params, 10**6, 0, beta, grad_bytes=2)
+    assert np.isclose(dp.compute_comm_ratio(b, F, beta, grad_bytes=2), t_comp / t_comm,
+                      rtol=1e-5)
+    b3 = dp.breakeven_tokens(F, beta, grad_bytes=2, ratio=3)
+    assert np.isclose(dp.compute_comm_ratio(b3, F, beta, grad_bytes=2), 3)
 
 
-def test_allreduce_bytes_is_the_ring_count_and_symbolic():
-    assert dp.allreduce_bytes(1000, 4, 4) == 2 * 3 / 4 * 4000
-    expr = dp.allreduce_bytes(S.params, S.world)
-    assert S.same(expr, 8 * (S.world - 1) / S.world * S.params)
-    assert sp.limit(expr, S.world, sp.oo) == 8 * S.params
+def test_gradient_bytes_sent_is_the_ring_count_and_symbolic():
+    assert dp.gradient_bytes_sent(1000, 4, grad_bytes=4) == 2 * 3 / 4 * 4000
+    s = sp.Symbol("s", positive=True)
+    expr = dp.gradient_bytes_sent(S.params, S.world, grad_bytes=s)
+    assert S.same(expr, 2 * (S.world - 1) / S.world * S.params * s)
+    assert sp.limit(expr, S.world, sp.oo) == 2 * S.params * s
+    with pytest.raises(TypeError):
+        dp.gradient_bytes_sent(1000, 4, 4)       # the byte width is keyword-only, required
+    with pytest.raises(TypeError):
+        dp.gradient_bytes_sent(1000, 4)
+
+
+def test_gradient_buffer_bytes_is_the_rank_share_and_what_the_ring_reduces():
+    psi, rep = 7e9, 1e6
+    assert dp.gradient_buffer_bytes(psi, grad_bytes=2) == 2 * psi
+    buf = dp.gradient_buffer_bytes(psi, tp=4, pp=2, grad_bytes=2, replicated=rep)
+    assert np.isclose(buf, 2 * ((psi - rep) / 8 + rep / 2))
+    # what a rank sends to all-reduce it is the ring's 2(P - 1)/P of the buffer
+    assert np.isclose(dp.gradient_bytes_sent(buf / 2, 8, grad_bytes=2), 2 * 7 / 8 * buf)
+    with pytest.raises(ValueError, match="tp"):
+        dp.gradient_buffer_bytes(psi, tp=0, grad_bytes=2)
 
 
 def test_accumulation_and_staleness_against_direct_sums():

@@ -273,12 +273,13 @@ def _24_8():
 
 def _25_6():
     """Llama 3 70B, TP 8, CP 8, S = 262,144, b = 1, bf16: per layer and micro-batch, TP's four
-    ring all-reduces of b(S/c)H against CP's K/V ring (forward) and its gradients (backward)."""
+    ring all-reduces of b(S/c)H against CP's K/V ring forward, and K/V again with their
+    gradients backward (Megatron-Core's ring)."""
     H, t, c, S = LLAMA3_70B.hidden, 8, 8, 262144
     kv = LLAMA3_70B.kv_heads * (H // LLAMA3_70B.heads)      # 8 × 128 = 1024
     tokens = S / c
     tp = 4 * 2 * (t - 1) / t * tokens * H * 2
-    cp = 2 * (c - 1) * 2 * tokens * (kv / t) * 2            # (c−1) K+V blocks, ×2 for grads
+    cp = 3 * (c - 1) * 2 * tokens * (kv / t) * 2            # (c−1) K+V blocks, ×3: K/V, dK/dV
     return tp / cp
 
 

@@ -496,12 +496,12 @@ def test_gib_gb_confusion_is_named(nbytes):
 def test_21_5_counts_a_stage_as_device_memory_does():
     """21.5's reference is checkpointed_activation_bytes over the p·L kept inputs of the
     micro-batches in flight plus one recomputed block: the count memory.device_memory makes."""
-    from dtbook import activations as act, memory
+    from dtbook import activations as act, memory, pipeline_parallel
     layers, pp, m, b, s, h, a = 16, 4, 8, 2, 1024, 1024, 16
     opts = dict(value_bytes=2, mask_bytes=1, dropout=False, attention="flash")
     layer = sum(act.activation_breakdown(b, s, h, a, **opts).values())
     kept = act.activation_breakdown(b, s, h, a, recompute="full", **opts)["layer_input"]
-    in_flight = memory.activations_in_flight(pp, m)
+    in_flight = pipeline_parallel.activations_in_flight(pp, m)
     for k in (1, 2, 4):
         whole = memory.device_memory(1e9, layers, h, a, 32000, batch=b, seq=s, pp=pp,
                                      microbatches=m, recompute=k)["activations"]

@@ -265,3 +265,343 @@ def test_catalog_matmul_params_against_breakdown(name):
     assert 0 <= rest < 1e-3 * cfg.num_active_params()
     if name.startswith("llama"):
         assert rest == 0
+
+
+# --- sliding windows, MLA, MoE -------------------------------------------------------------------
+
+def _pairs_by_loop(seq, window, causal):
+    """Count the (query, key) pairs one head scores, one pair at a time."""
+    w = window or seq
+    if causal:
+        return sum(1 for i in range(seq) for j in range(seq) if 0 <= i - j < w)
+    return sum(1 for i in range(seq) for j in range(seq) if abs(i - j) < w)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_attention_score_pairs_against_a_loop(causal):
+    for seq in range(0, 18):
+        assert flops.attention_score_pairs(seq, None, causal) == _pairs_by_loop(seq, None, causal)
+        for window in range(1, 22):
+            assert flops.attention_score_pairs(seq, window, causal) == _pairs_by_loop(seq, window, causal)
+    # the full-square convention with a window is twice the causal count less the diagonal
+    for seq, window in [(100, 7), (7, 100), (64, 64), (4096, 128)]:
+        assert (flops.attention_score_pairs(seq, window, False)
+                == 2 * flops.attention_score_pairs(seq, window, True) - seq)
+
+
+def test_sliding_window_symbolic():
+    """Once S > w the count is linear in S: each query scores w keys, the first w − 1 fewer."""
+    S, w = sp.symbols("S w", positive=True, integer=True)
+    causal = flops.attention_score_pairs(S, w).subs(sp.Min(S, w), w)
+    assert_same(causal, w * (w + 1) / 2 + (S - w) * w)
+    assert sp.diff(causal, S) == w
+    full = flops.attention_score_pairs(S, w, causal=False).subs(sp.Min(S, w), w)
+    assert_same(full, S * (2 * w - 1) - w * (w - 1))
+    # and when the window covers the sequence, it is ordinary causal attention
+    assert_same(flops.attention_score_pairs(S, w).subs(sp.Min(S, w), S), S * (S + 1) / 2)
+    B, A, d = sp.symbols("B A d", positive=True)
+    assert_same(flops.attention_flops(B, S, A, d, window=w, causal=True).subs(sp.Min(S, w), w),
+                2 * B * A * 2 * d * (w * (w + 1) / 2 + (S - w) * w))
+
+
+def test_windowed_attention_against_flop_counter():
+    """A sliding-window attention written as one product per query over only the keys it
+    sees (what a windowed kernel computes): the counter measures the causal band exactly."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    B, A, S, d, dv, w = 2, 3, 13, 4, 5, 4
+    q, k = torch.randn(B, A, S, d), torch.randn(B, A, S, d)
+    v = torch.randn(B, A, S, dv)
+    with FlopCounterMode(display=False) as counter:
+        rows = []
+        for i in range(S):
+            lo = max(0, i - w + 1)
+            p = (q[:, :, i:i + 1] @ k[:, :, lo:i + 1].transpose(-1, -2)).softmax(-1)
+            rows.append(p @ v[:, :, lo:i + 1])
+        out = torch.cat(rows, dim=2)
+    assert counter.get_total_flops() == flops.attention_flops(B, S, A, d, 1, dv, window=w, causal=True)
+    # and it is the masked full attention's result
+    scores = q @ k.transpose(-1, -2)
+    i, j = torch.arange(S)[:, None], torch.arange(S)[None, :]
+    ref = scores.masked_fill(~((i - j >= 0) & (i - j < w)), float("-inf")).softmax(-1) @ v
+    torch.testing.assert_close(out, ref)
+
+
+def test_transformer_matmul_flops_sliding_window_is_a_sum_over_layers():
+    from dtbook import models
+
+    for cfg in (models.tiny(layers=5, sliding_window=8, global_every=2),
+                models.tiny(layers=3, sliding_window=8), models.get("mistral-7b"),
+                models.get("gpt-oss-20b")):
+        for seq in (4, 8, 50):
+            out = flops.transformer_matmul_flops(cfg, 2, seq)
+            per_layer = [flops.attention_flops(2, seq, cfg.heads, cfg.head_dim, 1, None,
+                                               cfg.attention_window(i), causal)
+                         for causal in (False, True) for i in range(cfg.layers)]
+            assert out["attention_forward"] == sum(per_layer[:cfg.layers])
+            assert out["attention_forward_causal"] == sum(per_layer[cfg.layers:])
+            plain = flops.transformer_matmul_flops(dataclasses_replace(cfg, sliding_window=0,
+                                                                       global_every=0), 2, seq)
+            assert out["linear_forward"] == plain["linear_forward"]
+            if seq <= cfg.sliding_window:  # the window covers the sequence: nothing changes
+                assert out == plain
+    # Mistral 7B at its 32k context: every layer scores 4096 keys per query, not up to 32k
+    m = models.get("mistral-7b")
+    out = flops.transformer_matmul_flops(m, 1, 32768)
+    per_pair = 2 * m.heads * 2 * m.head_dim * m.layers
+    assert out["attention_forward_causal"] == per_pair * (4096 * 4097 // 2 + (32768 - 4096) * 4096)
+
+
+def dataclasses_replace(cfg, **kw):
+    import dataclasses
+
+    return dataclasses.replace(cfg, **kw)
+
+
+@pytest.mark.parametrize("name", ["gpt3-175b", "llama3-8b", "llama3-405b", "mixtral-8x22b",
+                                  "deepseek-v3", "qwen2-57b-a14b"])
+def test_causal_count_is_half_the_square_plus_the_diagonal(name):
+    from dtbook import models
+
+    cfg = models.get(name)
+    B, S = 3, 4096
+    out = flops.transformer_matmul_flops(cfg, B, S)
+    dqk = cfg.head_dim
+    dv = cfg.v_head_dim if cfg.is_mla else dqk
+    assert 2 * out["attention_forward_causal"] - out["attention_forward"] == (
+        2 * B * cfg.heads * (dqk + dv) * S * cfg.layers)
+
+
+def _mla_weights(torch, h=24, A=3, R=10, C=12, n=4, r=2, v=5):
+    g = torch.Generator().manual_seed(0)
+
+    def w(*shape):
+        return torch.randn(*shape, generator=g, dtype=torch.float64) / shape[-1] ** 0.5
+    return dict(h=h, A=A, R=R, C=C, n=n, r=r, v=v, wq_a=w(R, h), wq_b=w(A * (n + r), R),
+                wkv_a=w(C + r, h), wkv_b=w(A * (n + v), C), wo=w(h, A * v))
+
+
+def _mla_cache(torch, W, ctx, new):
+    """What a decoder has cached from the context's earlier tokens: their latents and rope
+    keys (absorbed form) and their per-head keys and values (explicit form)."""
+    F = torch.nn.functional
+    old = F.linear(ctx[:, :ctx.shape[1] - new], W["wkv_a"])
+    return old, F.linear(old[..., :W["C"]], W["wkv_b"])
+
+
+def _mla(torch, W, x, cache, absorbed):
+    """One MLA block as DeepSeek-V3's inference/model.py writes it (attn_impl "naive" or
+    "absorb"), without RoPE and norms (elementwise, no matmul): the new tokens x attend to
+    the cached context and to themselves (a training step has an empty cache)."""
+    F = torch.nn.functional
+    A, C, n, r, v = W["A"], W["C"], W["n"], W["r"], W["v"]
+    B, S, _ = x.shape
+    q = F.linear(F.linear(x, W["wq_a"]), W["wq_b"]).view(B, S, A, n + r)
+    q_nope, q_pe = q.split([n, r], dim=-1)
+    old_latent, old_kv = cache
+    latent, k_pe = torch.cat([old_latent, F.linear(x, W["wkv_a"])], dim=1).split([C, r], dim=-1)
+    T = latent.shape[1]
+    if not absorbed:
+        kv = torch.cat([old_kv, F.linear(latent[:, T - S:], W["wkv_b"])], dim=1)
+        k_nope, val = kv.view(B, T, A, n + v).split([n, v], dim=-1)
+        k = torch.cat([k_nope, k_pe[:, :, None].expand(B, T, A, r)], dim=-1)
+        p = torch.einsum("bshd,bthd->bsht", q, k).softmax(-1)
+        out = torch.einsum("bsht,bthd->bshd", p, val)
+    else:
+        wkv_b = W["wkv_b"].view(A, n + v, C)
+        q_lat = torch.einsum("bshd,hdc->bshc", q_nope, wkv_b[:, :n])
+        p = (torch.einsum("bshc,btc->bsht", q_lat, latent)
+             + torch.einsum("bshr,btr->bsht", q_pe, k_pe)).softmax(-1)
+        out = torch.einsum("bshc,hdc->bshd", torch.einsum("bsht,btc->bshc", p, latent), wkv_b[:, -v:])
+    return F.linear(out.reshape(B, S, A * v), W["wo"])
+
+
+@pytest.mark.parametrize("absorbed", [False, True])
+@pytest.mark.parametrize("new, context", [(7, 7), (1, 9), (3, 11)])
+def test_mla_flops_against_flop_counter(absorbed, new, context):
+    """Both forms of MLA, on a training step (new == context) and on decoding steps: the
+    counter measures the derived count, and the two forms give the same output."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    W = _mla_weights(torch)
+    B = 2
+    ctx = torch.randn(B, context, W["h"], dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    x, cache = ctx[:, context - new:], _mla_cache(torch, W, ctx, new)
+    with FlopCounterMode(display=False) as counter:
+        out = _mla(torch, W, x, cache, absorbed)
+    expected = flops.mla_attention_flops(B, new, W["h"], W["A"], W["R"], W["C"], W["n"], W["r"],
+                                         W["v"], absorbed=absorbed, context=context)
+    assert counter.get_total_flops() == expected["total"]
+    other = _mla(torch, W, x, cache, not absorbed)
+    torch.testing.assert_close(out, other)
+
+
+def test_mla_forms_compared():
+    """The absorbed form costs more FLOP per key (its gain is the cache it reads); the
+    explicit projections are matmul_params' attention weights for DeepSeek-V3."""
+    from dtbook import models
+
+    cfg = models.get("deepseek-v3")
+    args = (cfg.hidden, cfg.heads, cfg.q_lora_rank, cfg.kv_lora_rank, cfg.qk_nope_head_dim,
+            cfg.qk_rope_head_dim, cfg.v_head_dim)
+    train = [flops.mla_attention_flops(1, 4096, *args, absorbed=a)["total"] for a in (False, True)]
+    assert train[0] < train[1]
+    T = 4096
+    decode = [flops.mla_attention_flops(1, 1, *args, absorbed=a, context=T)["total"]
+              for a in (False, True)]
+    assert decode[0] < decode[1]  # explicit, from a cache of per-head keys and values
+    # ... which holds A(n + r + v) numbers per token; re-expanding a latent cache instead
+    # costs the expansion for every cached token, and then absorbing is cheaper
+    expand = 2 * (T - 1) * cfg.kv_lora_rank * cfg.heads * (cfg.qk_nope_head_dim + cfg.v_head_dim)
+    assert decode[1] < decode[0] + expand
+    # the core per key: (2C + r) / (n + r + v) = 1088 / 320
+    core = [flops.mla_attention_flops(1, 1, *args, absorbed=a, context=1)["core"] for a in (False, True)]
+    assert core[1] * 320 == core[0] * 1088
+    per_token = flops.mla_attention_flops(1, 1, *args)["projections"] // 2
+    expected = (cfg.attention_params() - cfg.norm_params(cfg.q_lora_rank)
+                - cfg.norm_params(cfg.kv_lora_rank))
+    assert per_token == expected
+    R, C, n, r, v, A, h = sp.symbols("R C n r v A h", positive=True)
+    S, T = sp.symbols("S T", positive=True)
+    explicit = flops.mla_attention_flops(1, S, h, A, R, C, n, r, v, context=T)
+    absorbed = flops.mla_attention_flops(1, S, h, A, R, C, n, r, v, absorbed=True, context=T)
+    # absorbing trades the per-token expansion C·A(n + v) for A·C(n + v) on the query side
+    # (equal), and the core's widths n + r + v for 2C + r
+    assert_same(absorbed["projections"] - explicit["projections"], 0)
+    assert_same(absorbed["core"] - explicit["core"], 2 * S * T * A * (2 * C - n - v))
+
+
+def test_moe_flops_against_flop_counter():
+    """An MoE MLP with an explicit dispatch (each expert runs on exactly the tokens routed
+    to it), a router and a gated shared expert, as Qwen2-MoE writes it."""
+    torch = pytest.importorskip("torch")
+    from torch import nn
+    from torch.utils.flop_counter import FlopCounterMode
+
+    torch.manual_seed(0)
+    T, h, E, k, f, fs = 37, 16, 6, 2, 8, 24
+
+    class SwiGLU(nn.Module):
+        def __init__(self, width):
+            super().__init__()
+            self.gate, self.up = nn.Linear(h, width, bias=False), nn.Linear(h, width, bias=False)
+            self.down = nn.Linear(width, h, bias=False)
+
+        def forward(self, x):
+            return self.down(nn.functional.silu(self.gate(x)) * self.up(x))
+
+    router, experts = nn.Linear(h, E, bias=False), nn.ModuleList(SwiGLU(f) for _ in range(E))
+    shared, shared_gate = SwiGLU(fs), nn.Linear(h, 1, bias=False)
+    x = torch.randn(T, h)
+    with FlopCounterMode(display=False) as counter:
+        weights, chosen = router(x).softmax(-1).topk(k, dim=-1)
+        y = torch.zeros_like(x)
+        for e, expert in enumerate(experts):
+            rows, slot = (chosen == e).nonzero(as_tuple=True)
+            if rows.numel():
+                y = y.index_add(0, rows, weights[rows, slot, None] * expert(x[rows]))
+        y = y + torch.sigmoid(shared_gate(x)) * shared(x)
+    expected = flops.moe_flops(T, h, E, k, f, 1, fs, shared_gate=True)
+    assert counter.get_total_flops() == expected["total"]
+    assert expected["router"] == 2 * T * h * E
+    # matmul_params is the per-token half of it for an MoE block
+    from dtbook import models
+
+    cfg = models.tiny(hidden=h, layers=1, experts=E, experts_per_token=k, expert_ffn_hidden=f,
+                      shared_experts=1, shared_expert_ffn_hidden=fs, shared_expert_gate=True)
+    attention = 4 * h * h
+    assert flops.matmul_params(cfg) == attention + expected["total"] // (2 * T) + h * cfg.vocab
+
+
+def test_moe_flops_symbolic_and_catalog():
+    T, h, E, k, f, s = sp.symbols("T h E k f s", positive=True)
+    out = flops.moe_flops(T, h, E, k, f, s)
+    assert_same(out["total"], 2 * T * h * (E + 3 * k * f + 3 * s * f))
+    from dtbook import models
+
+    ds = models.get("deepseek-v3")
+    one = flops.moe_flops(1, ds.hidden, ds.experts, ds.experts_per_token, ds.moe_ffn_hidden,
+                          ds.shared_experts)
+    # per token, the active expert weights of one block (router biases are additions)
+    active = (ds.layer_params(3) - ds.attention_params() - 2 * ds.hidden - ds.experts
+              - (ds.experts - ds.experts_per_token) * ds.mlp_params(ds.moe_ffn_hidden))
+    assert one["total"] == 2 * active
+    with pytest.raises(ValueError, match="experts_per_token"):
+        flops.moe_flops(10, 8, 4, 5, 8)
+
+
+@pytest.mark.parametrize("name", ["llama3-8b", "gpt3-175b", "deepseek-v3", "gpt-oss-120b",
+                                  "mistral-7b", "qwen1.5-moe-a2.7b"])
+def test_blocks_and_head_sum_to_the_model(name):
+    """What a pipeline stage computes: its blocks, and the head on the last stage."""
+    from dtbook import models
+
+    cfg = models.get(name)
+    B, S = 2, 4096
+    total = flops.transformer_matmul_flops(cfg, B, S)
+    parts = [flops.layer_matmul_flops(cfg, i, B, S) for i in range(cfg.layers)]
+    parts.append(flops.lm_head_matmul_flops(cfg, B, S))
+    assert set(parts[0]) == set(total)
+    for key in total:
+        assert sum(p[key] for p in parts) == total[key]
+    if cfg.is_moe and cfg.dense_layers:
+        # DeepSeek-V3's dense MLP is as wide as the nine experts a token visits (18432 =
+        # 9 x 2048), so an MoE block costs a dense one plus exactly the router GEMM
+        assert cfg.ffn_hidden == (cfg.experts_per_token + cfg.shared_experts) * cfg.moe_ffn_hidden
+        assert (parts[cfg.dense_layers]["linear_forward"] - parts[0]["linear_forward"]
+                == 2 * B * S * cfg.hidden * cfg.experts)
+    if cfg.is_swa and cfg.global_every:  # gpt-oss: windowed blocks score fewer pairs
+        assert parts[0]["attention_forward"] < parts[1]["attention_forward"]
+    with pytest.raises(ValueError, match="index"):
+        flops.layer_matmul_flops(cfg, cfg.layers, B, S)
+
+
+def test_layer_flops_symbolic():
+    from dtbook import models
+
+    B, S = sp.symbols("B S", positive=True)
+    cfg = models.tiny()
+    out = flops.layer_matmul_flops(cfg, 0, B, S)
+    h, f, A, d = cfg.hidden, cfg.ffn_hidden, cfg.heads, cfg.head_dim
+    assert_same(out["forward"], 2 * B * S * (4 * h * h + 3 * h * f) + 4 * B * S**2 * A * d)
+    assert_same(flops.lm_head_matmul_flops(cfg, B, S)["total"], 6 * B * S * h * cfg.vocab)
+
+
+def test_gated_mlps_count_three_matrices():
+    from dtbook import models
+
+    swiglu, geglu, gelu = (models.tiny(mlp=m) for m in ("swiglu", "geglu", "gelu"))
+    assert flops.matmul_params(geglu) == flops.matmul_params(swiglu)
+    assert flops.matmul_params(swiglu) - flops.matmul_params(gelu) == swiglu.layers * 64 * 128
+    gemma = models.get("gemma2-9b")  # tied head: still a matmul; sandwich norms: none
+    b = gemma.param_breakdown()
+    assert flops.matmul_params(gemma) == b["attention"] + b["mlp"] + gemma.vocab * gemma.hidden
+
+
+@pytest.mark.parametrize("name", ["llama3-70b", "gpt3-175b", "deepseek-v3", "qwen1.5-moe-a2.7b",
+                                  "gpt-oss-20b", "gemma2-9b"])
+def test_block_gemms_are_the_block_weights(name):
+    """The GEMM list of a block, weighted by how many tokens each GEMM sees, is the block's
+    per-token matmul weights; at DeepSeek-V3's shapes MLA's projections are far narrower than
+    the q, k, v of ordinary attention with the same heads and widths."""
+    from dtbook import models
+
+    cfg = models.get(name)
+    B, S = 1, 1
+    for index in sorted({0, cfg.layers - 1}):
+        gemms = flops.block_gemms(cfg, index)
+        weights = sum(g["count"] * g["token_share"] * g["in_features"] * g["out_features"]
+                      for g in gemms)
+        assert 2 * weights == flops.layer_matmul_flops(cfg, index, B, S)["linear_forward"]
+    if cfg.is_mla:
+        mla = {g["name"]: g for g in flops.block_gemms(cfg, 0)}
+        widths = sum(mla[k]["out_features"] for k in ("q_down", "kv_down"))
+        assert widths == 1536 + 576  # what the hidden state is multiplied into
+        mha_qkv = (cfg.heads + 2 * cfg.kv_heads) * cfg.head_dim
+        assert mha_qkv / widths > 30
+    if cfg.is_moe:
+        moe = {g["name"]: g for g in flops.block_gemms(cfg, cfg.layers - 1)}
+        assert moe["expert_up"]["count"] == cfg.experts
+        assert moe["expert_up"]["token_share"] * cfg.experts == cfg.experts_per_token

@@ -43,14 +43,14 @@ def test_h100_datasheet():
     assert h100.peak("fp8") == 1978.9 * TFLOP
     assert h100.peak("tf32") == 494.7 * TFLOP
     assert h100.peak("fp32") == 66.9 * TFLOP
-    assert h100.hbm_bytes == 80e9
+    assert h100.hbm_bytes == 80 * 2**30  # "80GB" is binary: see test_hbm_is_binary_as_the_vendor_means
     assert h100.hbm_bandwidth == 3.35e12
 
 
 def test_a100_datasheet():
     a100 = hardware.get("a100-80gb")
     assert (a100.peak("bf16"), a100.peak("tf32"), a100.peak("fp32")) == (312e12, 156e12, 19.5e12)
-    assert a100.hbm_bytes == 80e9 and a100.hbm_bandwidth == 2.039e12
+    assert a100.hbm_bytes == 80 * 2**30 and a100.hbm_bandwidth == 2.039e12
     with pytest.raises(ValueError) as err:
         a100.peak("fp8")  # Ampere has no FP8 tensor cores
     for dtype in a100.dtypes:
@@ -59,14 +59,14 @@ def test_a100_datasheet():
 
 def test_h200_datasheet():
     h200, h100 = hardware.get("h200"), hardware.get("h100-sxm")
-    assert h200.hbm_bytes == 141e9 and h200.hbm_bandwidth == 4.8e12
+    assert h200.hbm_bytes == 141 * 2**30 and h200.hbm_bandwidth == 4.8e12
     assert h200.peak_flops == h100.peak_flops  # same GH100 silicon and clocks
 
 
 def test_b200_datasheet():
-    # HGX B200 per GPU: 180 GB, 7.7 TB/s; FP8 9 and BF16 4.5 PFLOP/s with sparsity.
+    # HGX B200 per GPU: 180 GB (GiB), 7.7 TB/s; FP8 9 and BF16 4.5 PFLOP/s with sparsity.
     b200 = hardware.get("b200")
-    assert b200.hbm_bytes == 180e9 and b200.hbm_bandwidth == 7.7e12
+    assert b200.hbm_bytes == 180 * 2**30 and b200.hbm_bandwidth == 7.7e12
     assert b200.peak("fp8") == 4.5e15 and b200.peak("bf16") == 2.25e15
     assert b200.peak("fp4") == 2 * b200.peak("fp8")
 
@@ -94,9 +94,21 @@ def test_accelerator_units(name):
     assert 100 < a.peak("bf16") / a.hbm_bandwidth < 400
 
 
-def test_hbm_is_decimal_nominal():
-    # "80 GB" read as 80e9 bytes, below the physical 80 GiB: the conservative reading.
-    assert hardware.get("h100-sxm").hbm_bytes < 80 * GiB
+# What nvidia-smi prints as each part's total memory (MiB), from the sources the catalog cites:
+# NVIDIA/cuda-samples #311 (H200), NVIDIA/nccl #1264 (H100), NVIDIA/TensorRT-LLM #10278 (B200),
+# modal-labs/modal-client #2797 (A100 80GB and H100).
+NVIDIA_SMI_MIB = {"a100-80gb": 81920, "h100-sxm": 81559, "h200": 143771, "b200": 183359}
+SOLD_AS_GB = {"a100-80gb": 80, "h100-sxm": 80, "h200": 141, "b200": 180}
+
+
+@pytest.mark.parametrize("name", hardware.accelerators())
+def test_hbm_is_binary_as_the_vendor_means(name):
+    # the vendor's "80GB" is 80 GiB: the driver reports more than 80e9 bytes on every part,
+    # and at most the binary figure (it keeps a few hundred MiB for itself)
+    a, smi = hardware.get(name), NVIDIA_SMI_MIB[name] * 2**20
+    assert a.hbm_bytes == SOLD_AS_GB[name] * GiB
+    assert SOLD_AS_GB[name] * GB < 0.98 * a.hbm_bytes < smi <= a.hbm_bytes
+    assert f"{NVIDIA_SMI_MIB[name]}MiB" in a.sources["hbm_bytes"]
 
 
 @pytest.mark.parametrize("name", hardware.links())
@@ -214,3 +226,114 @@ def test_measured_memory_bandwidth_sits_below_the_datasheet():
         assert "Azure/AI-benchmarking-guide" in m.source
     with pytest.raises(ValueError, match="a100-80gb"):
         hardware.memory_ceiling("b200")
+
+
+def test_plannable_accelerators_have_every_measured_rate():
+    assert hardware.plannable() == ["a100-80gb", "h100-sxm", "h200"]
+    for name in hardware.plannable():
+        hardware.matmul_ceiling(name), hardware.memory_ceiling(name), hardware.attention_kernel(name)
+    from dtbook import plan
+    with pytest.raises(ValueError, match="b200"):      # listed in the catalog, not plannable
+        plan.estimate("llama3-8b", gpus=8, gpu="b200", tp=8, pp=1, dp=1, global_batch=8, seq=2048)
+
+
+# --------------------------------------------------------------------------- your own accelerator
+def _spec(name="lab-gpu"):
+    return {"accelerator": {"name": name, "peak_flops": {"bf16": "1000 TFLOP/s", "fp8": 2e15},
+                            "hbm_bytes": "96 GiB", "hbm_bandwidth": "4 TB/s", "source": "lab notes",
+                            "matmul_ceiling": {"bf16": "800 TFLOP/s", "sms": 132},
+                            "memory_ceiling": {"triad": "3.5 TB/s"},
+                            "attention_kernel": {"forward": "400 TFLOP/s", "backward": "350 TFLOP/s"}},
+            "links": [{"name": name + "-link", "alpha": "1 us", "beta": "400 GB/s"}],
+            "node": {"name": name + "-node", "gpus": 4, "scale_up": name + "-link",
+                     "scale_out": "ib-ndr400", "nics": 2}}
+
+
+@pytest.fixture
+def registered():
+    yield
+    for name in hardware.registered():
+        hardware.unregister(name)
+
+
+def test_register_from_a_dict(registered):
+    before = (hardware.accelerators(), hardware.links(), hardware.nodes())
+    acc = hardware.register(_spec())
+    assert hardware.get("Lab_GPU") is acc and acc.name == "lab-gpu"
+    assert (acc.hbm_bytes, acc.hbm_bandwidth, acc.peak("bf16"), acc.peak("fp8")) == (
+        96 * GiB, 4 * TB, 1000 * TFLOP, 2e15)
+    assert hardware.get("lab-gpu-link").alpha == 1e-6 and hardware.get("lab-gpu-link").beta == 400 * GB
+    nd = hardware.node("lab-gpu-node")
+    assert (nd.gpus, nd.nics, nd.accelerator, nd.scale_out_bandwidth) == (4, 2, "lab-gpu", 2 * 50 * GB)
+    assert hardware.matmul_ceiling("lab-gpu").flops == 800 * TFLOP and hardware.matmul_ceiling("lab-gpu").sms == 132
+    assert hardware.memory_ceiling("lab-gpu").triad == hardware.memory_ceiling("lab-gpu").copy == 3.5 * TB
+    assert hardware.attention_kernel("lab-gpu").backward == 350 * TFLOP
+    assert "lab-gpu" in hardware.plannable() and hardware.registered() == ["lab-gpu"]
+    with pytest.raises(ValueError, match="FP8 matmul ceiling"):   # none given: the planner says so
+        hardware.matmul_ceiling("lab-gpu", "fp8")
+    hardware.register(dict(_spec(), node=None, links=[]))          # the same name again: replaced
+    assert "lab-gpu-node" not in hardware.nodes() and "lab-gpu-link" not in hardware.links()
+    hardware.unregister("lab-gpu")
+    assert (hardware.accelerators(), hardware.links(), hardware.nodes()) == before
+    with pytest.raises(ValueError, match="was not registered"):
+        hardware.unregister("h100-sxm")
+
+
+@pytest.mark.parametrize("suffix", [".json", ".yaml", ".yml"])
+def test_register_from_a_file(registered, tmp_path, suffix):
+    import json
+
+    import yaml
+    path = tmp_path / ("gpu" + suffix)
+    path.write_text(json.dumps(_spec()) if suffix == ".json" else yaml.safe_dump(_spec()))
+    acc = hardware.register(str(path))
+    assert acc.hbm_bytes == 96 * GiB and hardware.node("lab-gpu-node").accelerator == "lab-gpu"
+    from dtbook import plan
+    e = plan.estimate("llama3-8b", gpus=8, gpu="lab-gpu", tp=4, pp=1, dp=2, global_batch=16, seq=2048,
+                      gpus_per_node=4)
+    assert e.config["gpu"] == "lab-gpu" and e.step_time > 0
+
+
+def test_yaml_exponents_without_a_sign_are_read_as_numbers(registered, tmp_path):
+    # YAML 1.1 reads 1e15 (no dot, no sign) as a string; the loader reads it as a number
+    path = tmp_path / "gpu.yaml"
+    path.write_text("accelerator: {name: y-gpu, peak_flops: {bf16: 1e15}, hbm_bytes: 8.0e+10, "
+                    "hbm_bandwidth: 2e12}\n")
+    acc = hardware.register(str(path))
+    assert (acc.peak("bf16"), acc.hbm_bytes, acc.hbm_bandwidth) == (1e15, 80e9, 2e12)
+
+
+@pytest.mark.parametrize("change, field", [
+    (lambda s: s.pop("accelerator"), "accelerator"),
+    (lambda s: s["accelerator"].update(name="H100_SXM"), "accelerator.name"),
+    (lambda s: s["accelerator"].update(name="nvlink4"), "accelerator.name"),
+    (lambda s: s["accelerator"].update(peak_flops={}), "accelerator.peak_flops"),
+    (lambda s: s["accelerator"].update(hbm_bandwidth="4 TB"), "accelerator.hbm_bandwidth"),
+    (lambda s: s["accelerator"].update(hbm_bytes=float("nan")), "accelerator.hbm_bytes"),
+    (lambda s: s["accelerator"].update(hbm_bytes=True), "accelerator.hbm_bytes"),
+    (lambda s: s["accelerator"]["memory_ceiling"].pop("triad"), "accelerator.memory_ceiling.triad"),
+    (lambda s: s["accelerator"]["attention_kernel"].update(forward=-1), "accelerator.attention_kernel.forward"),
+    (lambda s: s["links"][0].update(alpha="1 GB"), r"links\[0\].alpha"),
+    (lambda s: s["links"][0].update(name="ib-ndr400"), r"links\[0\].name"),
+    (lambda s: s.update(links={"a": 1}), "links"),
+    (lambda s: s["node"].pop("scale_out"), "node.scale_out"),
+    (lambda s: s["node"].update(name="dgx-h100"), "node.name"),
+    (lambda s: s["node"].update(nics=1.5), "node.nics"),
+])
+def test_register_names_the_bad_field(registered, change, field):
+    spec = _spec()
+    change(spec)
+    with pytest.raises(ValueError, match=field):
+        hardware.register(spec)
+    assert hardware.registered() == []
+
+
+def test_register_file_errors(registered, tmp_path):
+    with pytest.raises(ValueError, match="cannot be read"):
+        hardware.register(str(tmp_path / "absent.json"))
+    bad = tmp_path / "gpu.json"
+    bad.write_text("{not json")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        hardware.register(str(bad))
+    with pytest.raises(ValueError, match="spec must be a mapping"):
+        hardware.register(["accelerator"])

@@ -3,14 +3,14 @@
 import pytest
 
 from dtbook import hardware
-from dtbook.units import GB, TB
+from dtbook.units import GB, GiB, TB
 
 
 def test_dgx_h100_node():
     nd = hardware.node("dgx-h100")
     assert hardware.nodes()[0] == "dgx-h100"  # dgx-a100 follows (chapters 24, 27)
     assert nd.gpus == 8 and nd.nics == 8
-    assert nd.hbm_bytes == 8 * 80 * GB
+    assert nd.hbm_bytes == 8 * 80 * GiB
     assert nd.scale_out_bandwidth == pytest.approx(400 * GB)  # 8 x 400 Gb/s
     assert nd.host_memory == 2 * TB
     assert nd.host_memory_bandwidth == pytest.approx(614.4 * GB)

@@ -20,15 +20,19 @@ def test_one_device_is_model_states_plus_layers_plus_logits():
     assert list(got) == list(memory.PARTS)
 
 
-def test_in_flight_is_the_simulators_and_the_1f1b_closed_form():
-    for pp, m in [(4, 8), (4, 2), (8, 3)]:
-        for stage in range(pp):
-            assert memory.activations_in_flight(pp, m, "1f1b", stage) == min(pp - stage, m)
-    assert memory.activations_in_flight(4, 6, "gpipe") == 6
+def test_device_memory_holds_the_simulators_peak_of_micro_batches():
+    """device_memory's activations are the simulator's peak on that rank times one chunk's
+    layers (the closed forms themselves are tested in test_schedules.py)."""
+    one = memory.device_memory(*SHAPE, batch=1, seq=2048)["activations"]     # L layers, 1 mb
+    for schedule, v in (("1f1b", 1), ("gpipe", 1), ("interleaved-1f1b", 2)):
+        peaks = schedules.simulate(schedule, 4, 8, virtual_stages=v).peak_activations
+        for stage in range(4):
+            got = memory.device_memory(*SHAPE, batch=1, seq=2048, pp=4, microbatches=8,
+                                       schedule=schedule, virtual_stages=v, stage=stage)
+            assert got["activations"] == pytest.approx(peaks[stage] * one / (4 * v))
     p, m = sp.symbols("p m", positive=True, integer=True)
-    assert memory.activations_in_flight(p, m) == sp.Min(p, m)
-    sim = schedules.simulate("interleaved-1f1b", 4, 8, virtual_stages=2)
-    assert memory.activations_in_flight(4, 8, "interleaved-1f1b", 1, 2) == sim.peak_activations[1]
+    sym = memory.device_memory(*SHAPE, batch=1, seq=2048, pp=p, microbatches=m)
+    assert sp.simplify(sym["activations"] - sp.Min(p, m) * one / p) == 0
 
 
 def test_pipeline_first_stage_holds_pp_microbatches_of_its_layers():

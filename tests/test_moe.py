@@ -188,3 +188,13 @@ def test_expert_parallel_layer_equals_one_process_and_sends_ktHs():
     for _, _, _, calls in out:
         assert calls[0] == ("all_to_all_single", 4 * 8)                  # the counts
         assert calls[1] == ("all_to_all_single", int(moe.alltoall_bytes(10, 6, 2, 4)))
+
+
+def test_layout_bytes_are_the_ring_and_pairwise_counts():
+    """Chapter 18's per-GPU bytes of each axis against chapter 12's closed forms, typed here:
+    all-to-all (P − 1)/P·n per call, ring all-reduce 2(t − 1)/t·n per call."""
+    T, H, k = 4096, 4096, 2
+    n = k * T * H * 2
+    assert moe.layer_alltoall_bytes(T, H, 8, k, 2) == pytest.approx(4 * 7 / 8 * n)
+    assert moe.layer_alltoall_bytes(T, H, 8, k, 2, backward=False) == pytest.approx(2 * 7 / 8 * n)
+    assert moe.expert_tp_bytes_sent(T, H, 4, k, 2) == pytest.approx(2 * 2 * 3 / 4 * n)

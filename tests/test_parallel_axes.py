@@ -7,7 +7,9 @@ import copy
 import torch
 import torch.nn.functional as F
 
-from dtbook import axes
+from dtbook import axes, data_parallel
+from dtbook import sequence_parallel as sq
+from dtbook import tensor_parallel as tpf
 from dtbook.parallel import axes as axes_run, tensor_parallel
 
 
@@ -74,9 +76,13 @@ def test_block_on_four_ranks_equals_one_process_and_sends_what_axes_says():
     psi = sum(p.numel() for p in full.parameters())
     for r in out:
         assert r["y_err"] < 1e-5 and r["grad_err"] < 1e-5
-        assert r["bytes"].get("isend", 0) == axes.cp_ring_bytes(B // dp, S, H, cp, tp=tp, value_bytes=4)
-        assert r["calls"] == {"all_reduce": 4, "isend": 2 * (cp - 1), "irecv": 2 * (cp - 1)}
-        assert r["bytes"]["all_reduce"] == 4 * axes.tp_allreduce_bytes(B // dp, S, H, cp=cp,
-                                                                       value_bytes=4)
-        assert r["dp"]["all_reduce"] == axes.dp_allreduce_bytes(psi, tp=tp, grad_bytes=4,
-                                                                replicated=6 * H)
+        # autograd keeps every K/V block the ring received: backward sends only dK, dV
+        assert r["bytes"].get("isend", 0) == axes.cp_ring_bytes(B // dp, S, H, cp, tp=tp,
+                                                                value_bytes=4, kv_saved=True)
+        ring = sq.ring_kv_transfers(cp, kv_saved=True)
+        assert r["calls"] == {"all_reduce": tpf.allreduces_per_layer(), "isend": ring,
+                              "irecv": ring}
+        assert r["bytes"]["all_reduce"] == 4 * tpf.activation_bytes(B // dp, S / cp, H,
+                                                                    bytes_per_element=4)
+        assert r["dp"]["all_reduce"] == data_parallel.gradient_buffer_bytes(
+            psi, tp=tp, grad_bytes=4, replicated=6 * H)

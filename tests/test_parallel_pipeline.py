@@ -90,8 +90,8 @@ def test_ratio_is_stage_compute_over_two_messages():
 
 def test_a_stage_outside_the_pipeline_is_refused():
     with pytest.raises(ValueError, match="stage"):
-        pp.memory_per_device(1e9, 4, 1e6, 8, stage=4)
-    assert pp.activations_in_flight(4, 8, 3) == 1      # the last stage holds one
+        pp.memory_per_device(4, 8, 1e9, 1e6, stage=4)
+    assert pp.activations_in_flight(4, 8, stage=3) == 1      # the last stage holds one
 
 
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
@@ -102,4 +102,4 @@ def test_memory_per_device_uses_the_simulators_peak(schedule):
     peaks = schedules.simulate(schedule, P, m).peak_activations
     for s in range(P):
         want = 16 * psi / P + peaks[s] * act
-        assert np.isclose(pp.memory_per_device(psi, P, act, m, stage=s, schedule=schedule), want)
+        assert np.isclose(pp.memory_per_device(P, m, psi, act, stage=s, schedule=schedule), want)

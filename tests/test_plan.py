@@ -8,23 +8,13 @@ import numpy as np
 import pytest
 
 from dtbook import comm, hardware, memory, models, pipeline_parallel, plan, runs, schedules
-from dtbook.plan.model import RECOMPUTE, elementwise_values, in_flight, protocol_efficiency
+from dtbook.plan.model import RECOMPUTE
 from dtbook.plan.gemm import matmul_time
-from dtbook.plan.model import links_for
+from dtbook.plan.terms import elementwise_values, links_for, protocol_efficiency
 from dtbook.plan.validate import (fuses_grad_accumulation, overlaps_grad_reduce,
                                   pipeline_engine_of, run_keywords)
 
 BASE = dict(gpus=64, gpu="h100-sxm", tp=8, pp=2, dp=4, global_batch=64, seq=4096)
-
-
-def test_in_flight_closed_form_equals_the_simulator():
-    for pp in (2, 4, 8):
-        for m in (pp, 2 * pp, 3 * pp):
-            for v in (1, 2, 4):
-                for stage in range(pp):
-                    sched = "interleaved-1f1b" if v > 1 else "1f1b"
-                    sim = memory.activations_in_flight(pp, m, sched, stage, v)
-                    assert in_flight(pp, m, v, stage) == sim
 
 
 def test_bubble_term_equals_the_schedule_formula_and_the_simulator():
@@ -346,14 +336,11 @@ def test_gradient_reduction_after_the_pipeline_is_all_exposed():
 
 
 def test_public_formulas_check_what_the_planner_skips():
-    # matmul_time and in_flight check their arguments (the planner's vectorised path,
-    # _matmul_time and _in_flight, skips them)
+    # matmul_time checks its arguments (the planner's vectorised path, _matmul_time, skips them)
     for bad in (dict(m=None), dict(n=float("nan")), dict(k=0)):
         args = dict(dict(m=64, n=64, k=64), **bad)
         with pytest.raises(ValueError, match=next(iter(bad))):
             matmul_time(**args)
-    with pytest.raises(ValueError, match="stage"):
-        in_flight(4, 8, 1, 4)
 
 
 def test_unfused_gradient_accumulation_adds_its_bytes_every_micro_batch():

@@ -73,7 +73,7 @@ def test_binding_ceiling_refuses_symbols():
 
 import math
 
-from dtbook import hardware
+from dtbook import data_parallel, hardware, tensor_parallel
 from dtbook.symbolic import batch, seq, world, hidden, layers, params
 
 
@@ -87,43 +87,48 @@ def test_infinite_intensity_removes_a_ceiling():
         roofline.extended_roofline(100.0, 10.0, 1.0, 1.0, float("nan"))
 
 
-def test_communication_intensity():
-    assert roofline.communication_intensity(6e14, 3e10) == pytest.approx(2e4)
+def test_communication_intensity_is_the_arithmetic_intensity_of_the_bytes_sent():
+    assert roofline.arithmetic_intensity(6e14, 3e10) == pytest.approx(2e4)
+    assert roofline.Kernel("k", 6e14, 0.0, 3e10).net_intensity == pytest.approx(2e4)
     with pytest.raises(ValueError, match="nbytes"):
-        roofline.communication_intensity(1.0, 0.0)
+        roofline.arithmetic_intensity(1.0, 0.0)
 
 
-def test_dp_intensity_is_flops_over_allreduce_bytes():
+def test_dp_intensity_is_flops_over_the_gradient_bytes_sent():
     s = sp.Symbol("s", positive=True)
     flops_per_gpu = 6 * params * batch * seq / world
-    assert_same(roofline.dp_intensity(batch, seq, world, s),
-                flops_per_gpu / roofline.dp_bytes_per_gpu(params, world, s, exact=False))
-    assert_same(roofline.dp_intensity(batch, seq, world, s, exact=True),
-                flops_per_gpu / roofline.dp_bytes_per_gpu(params, world, s, exact=True))
-    assert_same(roofline.dp_intensity(batch, seq, world, s), 3 * batch * seq / (world * s))
+    sent = data_parallel.gradient_bytes_sent(params, world, grad_bytes=s)
+    assert_same(roofline.dp_intensity(batch, seq, world, grad_bytes=s, exact=True),
+                flops_per_gpu / sent)
+    assert_same(roofline.dp_intensity(batch, seq, world, grad_bytes=s),
+                flops_per_gpu / sp.limit(sent, world, sp.oo))
+    assert_same(roofline.dp_intensity(batch, seq, world, grad_bytes=s),
+                3 * batch * seq / (world * s))
     # a 7B example: 1M tokens per step on 64 GPUs, BF16 gradients
-    assert roofline.dp_intensity(1, 1e6, 64, 2) == pytest.approx(23437.5)
-    assert roofline.dp_bytes_per_gpu(7e9, 64, 2, exact=False) == pytest.approx(2.8e10)
+    assert roofline.dp_intensity(1, 1e6, 64, grad_bytes=2) == pytest.approx(23437.5)
 
 
 def test_dp_exact_tends_to_the_large_p_form():
-    exact = roofline.dp_intensity(1024, 4096, world, 2, exact=True)
-    approx = roofline.dp_intensity(1024, 4096, world, 2)
+    exact = roofline.dp_intensity(1024, 4096, world, grad_bytes=2, exact=True)
+    approx = roofline.dp_intensity(1024, 4096, world, grad_bytes=2)
     assert sp.limit(exact / approx, world, sp.oo) == 1
     with pytest.raises(ValueError, match="world"):
-        roofline.dp_intensity(1, 1, 1, 2, exact=True)
+        roofline.dp_intensity(1, 1, 1, grad_bytes=2, exact=True)
 
 
 def test_tp_and_pp_intensity_follow_from_the_byte_counts():
     s, t, p = sp.symbols("s t p", positive=True)
     tokens = batch * seq
     tp_flops = 72 * hidden**2 * tokens / t
-    assert_same(roofline.tp_intensity(hidden, t, s),
-                tp_flops / roofline.tp_bytes_per_gpu(batch, seq, hidden, t, s))
+    assert_same(roofline.tp_intensity(hidden, t, act_bytes=s),
+                tp_flops / (4 * 2 * (t - 1) / t * tokens * hidden * s))   # four ring all-reduces
+    assert_same(roofline.tp_intensity(hidden, t, act_bytes=s),
+                tp_flops / tensor_parallel.layer_comm_bytes(batch, seq, hidden, t,
+                                                            bytes_per_element=s))
     pp_flops = 72 * hidden**2 * layers / p * tokens
-    assert_same(roofline.pp_intensity(hidden, layers, p, s),
-                pp_flops / roofline.pp_bytes_per_stage(batch, seq, hidden, s))
-    assert roofline.tp_intensity(8192, 8, 2) == pytest.approx(9 * 8192 / 14)
+    assert_same(roofline.pp_intensity(hidden, layers, p, act_bytes=s),
+                pp_flops / (2 * tokens * hidden * s))   # activation forward, gradient backward
+    assert roofline.tp_intensity(8192, 8, act_bytes=2) == pytest.approx(9 * 8192 / 14)
     with pytest.raises(ValueError, match="tp"):
         roofline.tp_intensity(8192, 1)
 

@@ -3,6 +3,7 @@ dtbook.pipeline_parallel, and the action orders against PyTorch's own schedules.
 
 import itertools
 
+import numpy as np
 import pytest
 import sympy as sp
 
@@ -19,7 +20,56 @@ def test_gpipe_and_1f1b_bubble_and_memory(P, m):
         assert r.makespan == pytest.approx(pp.batch_time(P, m, 1.0, 2.0))
     assert S.simulate("gpipe", P, m).peak_activations == [m] * P
     assert S.simulate("1f1b", P, m).peak_activations == [
-        pp.activations_in_flight(P, m, s) for s in range(P)]
+        pp.activations_in_flight(P, m, stage=s) for s in range(P)]
+
+
+def test_activations_in_flight_is_the_simulators_peak_for_every_schedule():
+    """The closed forms of pipeline_parallel.activations_in_flight equal the simulator's
+    peak_activations over a grid of p, m, v and every stage (p >= 2; p = 1 is 1)."""
+    cases = [(s, P, m, 1) for s in ("gpipe", "1f1b", "zb-h1")
+             for P in range(2, 7) for m in range(1, 2 * P + 2)]
+    cases += [("interleaved-1f1b", P, m, v) for P in range(2, 6) for v in range(1, 5)
+              for m in range(P, 4 * P + 1, P)]
+    for schedule, P, m, v in cases:
+        peaks = S.simulate(schedule, P, m, virtual_stages=v).peak_activations
+        want = [pp.activations_in_flight(P, m, stage=s, schedule=schedule, virtual_stages=v)
+                for s in range(P)]
+        assert peaks == want, (schedule, P, m, v)
+        # the same from arrays, all stages at once
+        arr = pp.activations_in_flight(np.full(P, P), m, stage=np.arange(P),
+                                       schedule=schedule, virtual_stages=v)
+        assert list(arr) == peaks, (schedule, P, m, v)
+    for schedule in S.SCHEDULES:
+        assert pp.activations_in_flight(1, 7, schedule=schedule) == 1
+
+
+def test_activations_in_flight_closed_forms_are_symbolic():
+    p, m, s, v = sp.symbols("p m s v", positive=True, integer=True)
+    assert pp.activations_in_flight(p, m) == sp.Min(p, m)
+    assert pp.activations_in_flight(p, m, stage=s) == sp.Min(p - s, m)
+    assert pp.activations_in_flight(p, m, schedule="gpipe") == m
+    assert pp.activations_in_flight(p, m, schedule="zb-h1") == sp.Min(p, m)
+    assert_same(pp.activations_in_flight(p, m, stage=s, schedule="interleaved-1f1b",
+                                         virtual_stages=v),
+                sp.Min(v * m, 2 * (p - s - 1) + (v - 1) * p + 1))
+
+
+def test_activations_in_flight_refuses_what_it_cannot_count():
+    with pytest.raises(ValueError, match="stage"):
+        pp.activations_in_flight(4, 8, stage=4)
+    with pytest.raises(ValueError, match="schedule"):
+        pp.activations_in_flight(4, 8, schedule="dualpipe")
+    with pytest.raises(ValueError, match="virtual_stages"):
+        pp.activations_in_flight(4, 8, schedule="1f1b", virtual_stages=2)
+    with pytest.raises(TypeError):
+        pp.activations_in_flight(4, 8, 1)          # stage is keyword-only
+
+
+@pytest.mark.parametrize("P,m,v", [(2, 2, 1), (4, 8, 1), (4, 8, 2), (4, 12, 3), (3, 9, 4)])
+def test_batch_time_is_the_simulators_makespan(P, m, v):
+    name = "1f1b" if v == 1 else "interleaved-1f1b"
+    r = S.simulate(name, P, m, virtual_stages=v, t_forward=1.0, t_backward=2.0)
+    assert r.makespan == pytest.approx(pp.batch_time(P, m, 1.0, 2.0, virtual_stages=v))
 
 
 @pytest.mark.parametrize("P,m,v", [(2, 2, 2), (4, 4, 2), (4, 8, 2), (4, 8, 3), (3, 9, 4)])

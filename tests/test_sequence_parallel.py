@@ -12,6 +12,7 @@ import torch
 
 from dtbook import comm
 from dtbook import sequence_parallel as sq
+from dtbook import tensor_parallel as tpf
 from dtbook.parallel import sequence_parallel as sequence
 from dtbook.symbolic import same
 
@@ -21,22 +22,80 @@ def test_volumes_against_message_counts(p):
     b, s, h, nb = 2, 64 * p, 96, 2
     n = b * s * h * nb
     # Megatron-SP: each all-gather / reduce-scatter ring sends P − 1 messages of n/P
-    assert sq.megatron_sp_bytes(b, s, h, p, nb) == pytest.approx(4 * (p - 1) * n / p)
-    assert sq.megatron_sp_bytes(b, s, h, p, nb) == pytest.approx(sq.tp_allreduce_bytes(b, s, h, p, nb))
+    sp_sent = sq.megatron_sp_bytes(b, s, h, p, value_bytes=nb)
+    assert sp_sent == pytest.approx(4 * (p - 1) * n / p)
+    # the same bytes as tensor parallelism's two forward all-reduces (chapter 15)
+    assert sp_sent == pytest.approx(tpf.layer_comm_bytes(b, s, h, p, bytes_per_element=nb,
+                                                         backward=False))
     # ring: one K and one V block of b·(S/P)·H to the neighbour, P − 1 times
     block = b * (s // p) * h * nb
-    assert sq.ring_kv_bytes(b, s, h, p, nb) == pytest.approx((p - 1) * 2 * block)
+    ring = sq.ring_kv_bytes(b, s, h, p, value_bytes=nb)
+    assert ring == pytest.approx((p - 1) * 2 * block)
     # Ulysses: each all-to-all sends every peer 1/P of the rank's buffer; four of them
     sent = sum(block / p for peer in range(p) if peer != 0) * 4
-    assert sq.ulysses_bytes(b, s, h, p, nb) == pytest.approx(sent)
-    assert sq.ring_kv_bytes(b, s, h, p, nb) / sq.ulysses_bytes(b, s, h, p, nb) == pytest.approx(sq.ring_ulysses_ratio(p))
+    uly = sq.ulysses_bytes(b, s, h, p, value_bytes=nb)
+    assert uly == pytest.approx(sent)
+    assert ring / uly == pytest.approx(sq.ring_ulysses_ratio(p))
 
 
 def test_symbolic_ratio_and_memory():
     P, S, H, b = sp.symbols("P S H b", positive=True)
     assert same(sq.ring_kv_bytes(b, S, H, P) / sq.ulysses_bytes(b, S, H, P), P / 2)
     assert same(sq.attention_scores_bytes(b, S, 32) / sq.ulysses_scores_bytes(b, S, 32, P), P)
-    assert sq.attention_scores_bytes(1, 128 * 1024, 32, 2) == 32 * (128 * 1024) ** 2 * 2
+    assert sq.attention_scores_bytes(1, 128 * 1024, 32, value_bytes=2) == 32 * (128 * 1024) ** 2 * 2
+    # the two-term model is the block's input and output plus the scores
+    assert same(sq.attention_activation_bytes(b, S, H, 32),
+                2 * 2 * b * S * H + sq.attention_scores_bytes(b, S, 32))
+
+
+def _te_backward_sends(p):
+    """K/V-block-sized sends of one rank in Transformer Engine's ring backward
+    (AttnFuncWithCPAndKVP2P.backward, not FP8), its loop replayed: step 0 sends K and V,
+    steps 1 … P−2 send K, V and the accumulated dK, dV in one buffer, step P−1 sends dK, dV."""
+    sends = 0
+    for i in range(p):
+        kv = i < p - 1                    # the K/V half of the buffer goes on but at the end
+        dkv = i > 0                       # the dK/dV half once a step has produced it
+        sends += kv + dkv
+    return sends
+
+
+@pytest.mark.parametrize("p", [2, 3, 4, 8, 16])
+def test_ring_transfers_forward_and_the_two_backwards(p):
+    assert sq.ring_kv_transfers(p, backward=False) == p - 1          # forward: P − 1 steps
+    # production (K, V kept only for the own block): backward re-circulates K and V
+    assert sq.ring_kv_transfers(p) - sq.ring_kv_transfers(p, backward=False) == _te_backward_sends(p)
+    # forward keeps every block it received: backward sends dK, dV back, P − 1 times
+    assert sq.ring_kv_transfers(p, kv_saved=True) == 2 * (p - 1)
+    P = sp.Symbol("P", positive=True)
+    assert same(sq.ring_kv_transfers(P), 3 * (P - 1))
+
+
+def _ring_count_worker(rank, world, b, S, H):
+    import torch
+    from dtbook.parallel import sequence_parallel as sequence
+    from dtbook.parallel.counting import CommCounter
+
+    g = torch.Generator().manual_seed(rank)
+    q, k, v = (torch.randn(b, 1, S // world, H, dtype=torch.float64, generator=g,
+                           requires_grad=True) for _ in range(3))
+    with CommCounter() as fwd:
+        o = sequence.ring_attention(q, k, v)
+    with CommCounter() as bwd:
+        o.sum().backward()
+    return fwd.counts(), fwd.bytes(), bwd.counts(), bwd.bytes()
+
+
+def test_runnable_ring_sends_what_ring_kv_transfers_counts_with_kv_saved():
+    from dtbook.dist import launch
+
+    b, S, H, world = 2, 12, 4, 3            # one head of width H: the K/V block is b·(S/P)·H
+    step = sq.ring_kv_step_bytes(b, S, H, world, value_bytes=8)
+    for f_calls, f_bytes, b_calls, b_bytes in launch(_ring_count_worker, world, b, S, H,
+                                                     timeout=120):
+        assert f_calls["isend"] == sq.ring_kv_transfers(world, backward=False)
+        assert f_bytes["isend"] == sq.ring_kv_bytes(b, S, H, world, value_bytes=8)
+        assert f_bytes["isend"] + b_bytes["isend"] == sq.ring_kv_transfers(world, kv_saved=True) * step
 
 
 @pytest.mark.parametrize("p", [2, 3, 4, 5, 8])
@@ -173,5 +232,7 @@ def test_ring_ulysses_sp_on_two_ranks_equal_one_process():
 def test_formulas_refuse_bad_numbers():
     with pytest.raises(ValueError, match="world"):
         sq.ring_kv_bytes(1, 1024, 64, 0)
+    with pytest.raises(ValueError, match="kv_saved"):
+        sq.ring_kv_transfers(4, kv_saved=1)
     with pytest.raises(ValueError, match="t_comm"):
         sq.hidden_fraction(1.0, 0)

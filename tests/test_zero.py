@@ -29,7 +29,7 @@ def test_reductions_are_the_papers_fractions():
 
 def test_stages_one_and_two_send_dps_allreduce_and_stage_three_half_as_much_again():
     for p, s in itertools.product((2, 3, 8, 64), (2, 4)):
-        dp = data_parallel.allreduce_bytes(1e9, p, s)
+        dp = data_parallel.gradient_bytes_sent(1e9, p, grad_bytes=s)
         for stage in (0, 1, 2):
             assert np.isclose(zero.step_comm_bytes(1e9, p, stage, s, s), dp)
         assert np.isclose(zero.step_comm_bytes(1e9, p, 3, s, s), 1.5 * dp)

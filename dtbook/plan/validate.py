@@ -87,7 +87,7 @@ def overlaps_grad_reduce(run) -> bool:
 
 def fuses_grad_accumulation(run) -> bool:
     """Whether ``run``'s software accumulated the weight gradients inside the wgrad GEMMs
-    (chapter 27; :mod:`dtbook.plan.model` notes): the run's own
+    (chapter 27; :mod:`dtbook.plan.terms` notes): the run's own
     ``gradient_accumulation_fusion`` where the catalog records it; otherwise by the software
     of its era, dated from Megatron-LM's history. Fusion reached Megatron-LM's main branch
     on 2022-02-22 (merge 9c5a830, on by default), for FP32 accumulation only until
