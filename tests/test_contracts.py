@@ -35,6 +35,7 @@ NOT_FORMULAS = {
     "parallel.overlap",  # chapter 31: hooks and a timeline recorder, tests/test_overlap.py
     "parallel.axes",  # chapter 25: a (dp, cp, tp) block on gloo, tests/test_parallel_axes.py
     "parallel.composition",  # chapter 24: TP x PP x DP training on gloo, tests/test_parallel_composition.py
+    "parallel.investigation",  # chapter 33: faults injected into gloo jobs, tests/test_parallel_investigation.py
     "parallel.profiling",  # chapter 32: trace reading and a profiled DDP job on gloo, tests/test_parallel_profiling.py
     "parallel.local_sgd",  # chapter 29: training loops and a parameter server, tests/test_local_sgd.py
     "parallel.resilience",  # chapter 26: torchft replicas on gloo, tests/test_parallel_resilience.py
@@ -45,13 +46,17 @@ NOT_FORMULAS = {
     # plan.terms: the model's terms over candidate arrays estimate() and search() have
     # checked, each set beside the chapter function it calls in tests/test_plan_terms.py
     "plan", "plan.search", "plan.cli", "plan.validate", "plan.terms", "__main__",
-    # reads the book's own records (the corrections appendix)
-    "edition",
+    # reads the book's own records (the corrections appendix), and the reference shelf's generator
+    "edition", "reference",
     # runs searches over a candidate list (tests/test_search_strategies.py)
     "search_strategies",
 }
 # Functions of formula modules that are not formulas: they run a loader or write files.
 NOT_FORMULA_FUNCTIONS = {"datapipe.make_tokens", "datapipe.write_shards", "datapipe.run_loader",
+                         # read logs or run a test (tests/test_investigation.py)
+                         "investigation.classify", "investigation.triage", "investigation.bisect",
+                         "investigation.simulate_event_log", "investigation.event_risk_ratios",
+                         "investigation.localize",
                          "activations.saved_tensors",
                          "schedules.from_torch",  # reads PyTorch's action objects
                          # the planner's lookups by name or object, and estimate()'s own
@@ -70,6 +75,7 @@ def _baselines():
     cfg = models.get("llama3-8b")
     x = np.array([1e6, 1e7, 1e8, 1e9, 1e10])
     return {
+        "investigation.bisection_steps": dict(good=8, bad=64),
         "compression.eckart_young_error": dict(singular_values=np.array([3.0, 2.0, 1.0]), rank=1),
         "batchsize.estimate_grad_sq": dict(grad_sq_small=2.0, grad_sq_big=1.5, batch_small=8,
                                            batch_big=64),
