@@ -34,13 +34,28 @@ import sympy as sp
 from . import _validate as check
 
 __all__ = [
-    "activation_breakdown", "layer_activation_bytes", "model_activation_bytes",
+    "attention_scores_bytes", "activation_breakdown", "layer_activation_bytes",
+    "model_activation_bytes",
     "checkpointed_activation_bytes", "optimal_checkpoint_interval",
-    "saved_tensors", "SavedTensor", "SavedTensors", "RECOMPUTE", "ATTENTION",
+    "saved_tensors", "SavedTensor", "SavedTensors", "RECOMPUTE", "ATTENTION", "QUADRATIC_TERMS",
 ]
 
 RECOMPUTE = ("none", "selective", "full")
 ATTENTION = ("eager", "flash")
+#: The keys of :func:`activation_breakdown` that grow with s² (the attention matrix).
+QUADRATIC_TERMS = ("softmax_output", "attn_dropout_mask", "attn_dropout_output")
+
+
+def attention_scores_bytes(batch, seq, heads, *, value_bytes=2):
+    """The attention matrix of one layer, materialised: b·a·s²·value_bytes bytes (chapter 06;
+    chapter 17 takes it to long contexts). At s = 128K, b = 1, a = 32 in fp16 this is
+    about 1.1 TB: the s² term no device holds. :func:`activation_breakdown` keeps it up to
+    three times (softmax output, dropout mask, dropped-out probabilities)."""
+    check.positive("batch", batch)
+    check.positive("seq", seq)
+    check.positive("heads", heads)
+    check.positive("value_bytes", value_bytes)
+    return batch * heads * seq**2 * value_bytes
 
 
 def activation_breakdown(batch, seq, hidden, heads, ffn_hidden=None, *, value_bytes=2,
@@ -106,7 +121,7 @@ def activation_breakdown(batch, seq, hidden, heads, ffn_hidden=None, *, value_by
         raise ValueError(f"sequence_parallel must be True or False, got {sequence_parallel!r}")
 
     s, b, h, a, f, v = seq, batch, hidden, heads, ffn_hidden, value_bytes
-    sbh, sbf, as2b = s * b * h, s * b * f, a * s**2 * b
+    sbh, sbf = s * b * h, s * b * f
     masks = mask_bytes if dropout else 0
     split = tp  # tensors inside the tensor-parallel regions
     whole = tp if sequence_parallel else 1  # tensors outside them (replicated without SP)
@@ -126,10 +141,11 @@ def activation_breakdown(batch, seq, hidden, heads, ffn_hidden=None, *, value_by
     if attention == "flash":
         terms["logsumexp"] = lse_bytes * a * s * b / split
     elif recompute != "selective":
-        terms["softmax_output"] = v * as2b / split
+        scores = attention_scores_bytes(b, s, a, value_bytes=v) / split
+        terms["softmax_output"] = scores
         if dropout:
-            terms["attn_dropout_mask"] = masks * as2b / split
-            terms["attn_dropout_output"] = v * as2b / split
+            terms["attn_dropout_mask"] = scores / v * masks
+            terms["attn_dropout_output"] = scores
     terms["proj_input"] = v * sbh / split
     if dropout:
         terms["proj_dropout_mask"] = masks * sbh / whole
@@ -173,7 +189,7 @@ def checkpointed_activation_bytes(layers, layer_bytes, interval, boundary_bytes=
     ``boundary_bytes`` is what a kept layer input costs (2·sbh in 16-bit); leaving it out
     uses ``layer_bytes`` there too, the conservative form (L/k + k) · M_layer.
     """
-    check.count("layers", layers)
+    check.positive("layers", layers)   # a pipeline chunk's share L/(p·v) may be fractional
     check.nonnegative("layer_bytes", layer_bytes)
     check.positive("interval", interval)
     if boundary_bytes is None:

@@ -127,7 +127,8 @@ def ep_tokens_sent(tokens, experts_per_token, ep):
     check.positive("tokens", tokens)
     check.count("experts_per_token", experts_per_token)
     check.count("ep", ep)
-    return experts_per_token * tokens * (ep - 1) / ep
+    # chapter 13's all-to-all share, counted in token copies instead of bytes
+    return comm.traffic("alltoall", experts_per_token * tokens, ep).sent_bytes
 
 
 def step_traffic(hidden, layers, params, *, batch, seq, microbatches, tp=1, cp=1, pp=1, dp=1,

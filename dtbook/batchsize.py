@@ -69,8 +69,8 @@ from .symbolic import is_symbolic
 __all__ = [
     "expected_grad_sq", "estimate_grad_sq", "estimate_trace_cov", "noise_scale_simple",
     "noise_scale", "max_lr", "loss_decrease", "optimal_lr", "optimal_loss_decrease",
-    "optimal_lr_adam", "steps", "examples", "tradeoff", "critical_batch", "time_efficiency",
-    "data_efficiency", "fit_steps", "StepsFit", "NoiseEstimate", "noise_from_per_example",
+    "optimal_lr_adam", "steps", "examples", "tradeoff", "critical_batch", "fit_steps",
+    "StepsFit", "NoiseEstimate", "noise_from_per_example",
     "noise_from_two_batches", "lr_linear", "lr_sqrt", "scaling_efficiency",
     "lars_trust_ratio", "lars_relative_update", "ramp_updates",
 ]
@@ -257,20 +257,6 @@ def critical_batch(min_steps, min_examples):
     check.positive("min_steps", min_steps)
     check.positive("min_examples", min_examples)
     return min_examples / min_steps
-
-
-def time_efficiency(batch, noise_scale):
-    """S_min/S = 1/(1 + B_noise/B): the fraction of the best possible speed (chapter 10)."""
-    check.positive("batch", batch)
-    check.positive("noise_scale", noise_scale)
-    return 1 / (1 + noise_scale / batch)
-
-
-def data_efficiency(batch, noise_scale):
-    """E_min/E = 1/(1 + B/B_noise): the fraction of examples that were needed (chapter 10)."""
-    check.positive("batch", batch)
-    check.positive("noise_scale", noise_scale)
-    return 1 / (1 + batch / noise_scale)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from .symbolic import is_symbolic, minimum
 
 __all__ = ["qsgd_variance_bound", "qsgd_delta2", "topk_delta2", "randk_variance",
            "sparse_message_bytes", "sparse_factor", "sparse_allgather_bytes",
-           "sparse_allreduce_time", "lowrank_fraction", "lowrank_rank", "eckart_young_error",
+           "lowrank_fraction", "lowrank_rank", "eckart_young_error",
            "compressed_allreduce_time", "compression_saving", "breakeven_beta"]
 
 
@@ -95,17 +95,6 @@ def sparse_allgather_bytes(k, world, value_bytes=2, index_bytes=4):
     every rank's k pairs, world·k·(value_bytes + index_bytes) bytes, growing with P."""
     check.positive("world", world)
     return world * sparse_message_bytes(k, value_bytes, index_bytes)
-
-
-def sparse_allreduce_time(k, world, alpha, beta, value_bytes=2, index_bytes=4):
-    """α-β time of a sparse all-reduce run as one ring all-gather of every rank's k packed
-    (index, value) pairs (chapter 28)."""
-    check.positive("k", k)
-    check.count("world", world)
-    check.positive("value_bytes", value_bytes)
-    check.nonnegative("index_bytes", index_bytes)
-    return comm.allgather_time(sparse_allgather_bytes(k, world, value_bytes, index_bytes),
-                               world, alpha, beta)
 
 
 def lowrank_fraction(rows, cols, rank):

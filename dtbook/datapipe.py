@@ -36,25 +36,20 @@ import sympy as sp
 
 from . import _validate as check
 from .symbolic import is_symbolic, maximum, minimum
+from . import comm as _comm
 from . import flops as _flops
 from . import roofline as _roofline
 
 __all__ = [
     "required_tokens_per_second", "storage_bandwidth_demand", "required_storage_bandwidth",
-    "io_intensity", "io_ridge_point", "storage_ceiling", "attainable_flops",
+    "io_intensity", "io_ridge_point", "attainable_flops",
     "read_amplification", "random_read_amplification", "compression_ratio",
-    "compressed_bytes_per_token", "compressed_read_rate", "compression_speedup",
+    "compressed_read_rate", "compression_speedup",
     "prefetch_depth", "workers_needed", "pipeline_throughput", "serial_step_time",
     "overlapped_step_time", "step_time", "loader_throughput", "exposed_data_time",
     "exposed_stall", "data_fraction", "transfer_time",
     "CODECS", "make_tokens", "write_shards", "ShardDataset", "run_loader",
 ]
-
-
-
-
-
-
 
 
 # --- what the run demands ----------------------------------------------------------------
@@ -106,25 +101,22 @@ def io_ridge_point(peak_flops, storage_bandwidth):
     return _roofline.ridge_point(peak_flops, storage_bandwidth)
 
 
-def storage_ceiling(storage_bandwidth, io_intensity):
-    """The fourth ceiling B_storage · I_io in FLOP/s (chapter 03a)."""
-    check.positive("storage_bandwidth", storage_bandwidth)
-    check.nonnegative("io_intensity", io_intensity)
-    return storage_bandwidth * io_intensity
-
-
-def attainable_flops(peak_flops, storage_bandwidth, io_intensity, *other_ceilings):
-    """min(F, B_storage · I_io, other ceilings...) in FLOP/s (chapter 03a).
+def attainable_flops(io_intensity, peak_flops, storage_bandwidth, *other_ceilings):
+    """min(F, B_storage · I_io, other ceilings...) in FLOP/s (chapter 03a): chapter 02's
+    :func:`dtbook.roofline.attainable_flops` with storage as the bandwidth, B_storage · I_io
+    the fourth ceiling, and its argument order.
 
     ``other_ceilings`` are further FLOP/s bounds, such as chapter 02's memory ceiling
     ``mem_bandwidth * mem_intensity`` and network ceiling ``net_bandwidth * net_intensity``:
     with both, this is the four-ceiling roofline.
     """
     check.positive("peak_flops", peak_flops)
+    check.positive("storage_bandwidth", storage_bandwidth)
+    check.nonnegative("io_intensity", io_intensity)
     for i, c in enumerate(other_ceilings):
         check.nonnegative(f"other_ceilings[{i}]", c)
-    return minimum(peak_flops, storage_ceiling(storage_bandwidth, io_intensity),
-                    *other_ceilings)
+    roof = _roofline.attainable_flops(io_intensity, peak_flops, storage_bandwidth)
+    return minimum(roof, *other_ceilings) if other_ceilings else roof
 
 
 def read_amplification(bytes_read, bytes_used):
@@ -163,13 +155,6 @@ def compression_ratio(raw_bytes, compressed_bytes):
     check.positive("raw_bytes", raw_bytes)
     check.positive("compressed_bytes", compressed_bytes)
     return raw_bytes / compressed_bytes
-
-
-def compressed_bytes_per_token(raw_bytes_per_token, ratio):
-    """b_tok = b_raw / c: what a token costs on storage once compressed (chapter 03a)."""
-    check.positive("raw_bytes_per_token", raw_bytes_per_token)
-    check.positive("ratio", ratio)
-    return raw_bytes_per_token / ratio
 
 
 def compressed_read_rate(storage_bandwidth, ratio, decode_rate, decoders=1):
@@ -326,7 +311,7 @@ def transfer_time(nbytes, bandwidth):
     from a shared file system, for one (chapter 03a)."""
     check.nonnegative("nbytes", nbytes)
     check.positive("bandwidth", bandwidth)
-    return nbytes / bandwidth
+    return _comm.p2p_time(nbytes, 0, bandwidth)   # chapter 04's α + n/β, with no α
 
 
 # --- measurement tools -------------------------------------------------------------------

@@ -20,7 +20,8 @@ URL = "https://ttsugriy.github.io/distributed-training-book"
 TITLE = "Correction to the original edition"
 _BOX = re.compile(r"```\{admonition\} " + re.escape(TITLE) + r"\n(?::[^\n]*\n)*(.*?)\n```", re.S)
 
-__all__ = ["URL", "TITLE", "Correction", "corrections", "chapter_boxes", "Appendix", "appendix"]
+__all__ = ["URL", "TITLE", "Correction", "corrections", "chapter_boxes", "chapter_notebooks",
+           "Appendix", "appendix"]
 
 
 @dataclass(frozen=True)
@@ -135,13 +136,27 @@ def _toc_docs(root: Path) -> set[str] | None:
     return docs
 
 
-def _chapter_docs(root: Path) -> dict[str, str]:
-    """Chapter number ("04", "13a") -> docname ("chapters/01-foundations/04-alpha-beta-model")."""
+def chapter_notebooks(root: Path, *, in_toc: bool = False) -> dict[str, Path]:
+    """Every chapter notebook by its number as the file names it:
+    {"04": .../04-alpha-beta-model.ipynb, "13a": ...}. ``in_toc=True`` keeps only those the
+    book's ``_toc.yml`` builds (the chapters a reference can link to; all of them when there is
+    no toc). The one map from chapter numbers to files: ``scripts/nbtidy.py`` and the
+    notebook-hygiene test read it too."""
+    docs = _toc_docs(root) if in_toc else None
     out = {}
     for path in sorted((root / "chapters").rglob("*.ipynb")):
-        if ".ipynb_checkpoints" not in path.parts:
-            out[path.stem.split("-")[0]] = path.relative_to(root).with_suffix("").as_posix()
+        m = re.match(r"(\d+[a-z]?)-", path.name)
+        if m and ".ipynb_checkpoints" not in path.parts and (
+                docs is None or path.relative_to(root).with_suffix("").as_posix() in docs):
+            out[m.group(1)] = path
     return out
+
+
+def _chapter_docs(root: Path) -> dict[str, str]:
+    """:func:`chapter_notebooks` as docnames:
+    {"04": "chapters/01-foundations/04-alpha-beta-model", ...}."""
+    return {number: path.relative_to(root).with_suffix("").as_posix()
+            for number, path in chapter_notebooks(root).items()}
 
 
 def _title(path: Path) -> str:

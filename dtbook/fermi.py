@@ -26,7 +26,7 @@ from . import _validate as check
 from .symbolic import is_symbolic
 
 __all__ = ["fermi_params", "combined_factor", "worst_case_factor", "lognormal_from_range",
-           "interval_product", "sample_product", "COVERAGE_1SIGMA"]
+           "sample_product", "COVERAGE_1SIGMA"]
 
 #: Probability that a normal variable lies within one standard deviation of its mean.
 COVERAGE_1SIGMA = math.erf(1 / math.sqrt(2))
@@ -58,8 +58,6 @@ def _factors(name, factors):
             raise ValueError(f"factors[{i}] must be >= 1 (a 'within a factor of f' spread), "
                              f"got {f!r}")
     return factors
-
-
 
 
 def combined_factor(*factors):
@@ -121,26 +119,6 @@ def _erfinv(y: float) -> float:
         else:
             hi = mid
     return (lo + hi) / 2
-
-
-def interval_product(*intervals):
-    """The range of a product of positive factors, each given as (low, high):
-    (∏ lowᵢ, ∏ highᵢ) (chapter 06)."""
-    if len(intervals) == 1 and isinstance(intervals[0], list):
-        intervals = tuple(intervals[0])
-    if not intervals:
-        raise ValueError("interval_product needs at least one (low, high) pair")
-    lo, hi = 1.0, 1.0
-    for i, pair in enumerate(intervals):
-        if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
-            raise ValueError(f"intervals[{i}] must be a (low, high) pair, got {pair!r}")
-        a, b = pair
-        check.positive(f"intervals[{i}] low", a)
-        check.positive(f"intervals[{i}] high", b)
-        if b < a:
-            raise ValueError(f"intervals[{i}]: high must be >= low, got {pair!r}")
-        lo, hi = lo * a, hi * b
-    return lo, hi
 
 
 def sample_product(medians, factors, samples=100_000, seed=0):

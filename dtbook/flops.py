@@ -312,7 +312,7 @@ def _attention_weights(cfg):
 def _block_weights(cfg, moe):
     """Matmul weights per token of one block: attention plus a dense MLP or an MoE MLP."""
     hidden = cfg.hidden
-    gated = cfg.gated_mlp  # gate, up, down: 3 matrices
+    gated = cfg.mlp in ("swiglu", "geglu")  # gate, up, down: 3 matrices
     if not moe:
         return _attention_weights(cfg) + _mlp_weights(hidden, cfg.ffn_hidden, gated)
     expert_ffn = _get(cfg, "expert_ffn_hidden", cfg.ffn_hidden)
@@ -457,7 +457,7 @@ def block_gemms(cfg, index):
         for name, fan_in, fan_out in (("q", h, heads * hd), ("k", h, kv * hd), ("v", h, kv * hd),
                                       ("o", heads * hd, h)):
             add(name, fan_in, fan_out)
-    gated = cfg.gated_mlp
+    gated = cfg.mlp in ("swiglu", "geglu")
 
     def mlp(prefix, width, count, share):
         for name, fan_in, fan_out in ((("gate", h, width),) if gated else ()) + (

@@ -115,6 +115,13 @@ _A100_DATASHEET = ("NVIDIA A100 Tensor Core GPU datasheet, A100 80GB SXM column 
 _H200_DATASHEET = ("NVIDIA H200 Tensor Core GPU datasheet, H200 SXM column "
                    "(https://www.nvidia.com/en-us/data-center/h200/): GPU memory 141GB HBM3e, "
                    "4.8TB/s; compute figures identical to H100 SXM (same GH100 GPU)")
+_H800_SOURCES = ("NVIDIA H800 Tensor Core GPU datasheet, H800 SXM column: FP8 3,958 and BF16 1,979 "
+                 "TFLOP/s with sparsity (1,979 and 989 dense, the H100 SXM's), GPU memory 80GB at "
+                 "3.35TB/s, 'NVLink: 400GB/s' (both directions); DeepSeek-AI, 'Insights into "
+                 "DeepSeek-V3: Scaling Challenges and Reflections on Hardware for AI "
+                 "Architectures', arXiv:2505.09343 (ISCA 2025), Sec. 2: the H800 SXM has the "
+                 "H100's compute with NVLink cut from 900 GB/s to 400 GB/s, each node eight "
+                 "400 Gb/s InfiniBand CX7 NICs")
 _B200_DATASHEET = ("NVIDIA HGX B200 specifications, per-GPU column "
                    "(https://www.nvidia.com/en-us/data-center/hgx/): FP8 9, FP16/BF16 4.5, TF32 2.2 "
                    "PFLOP/s with sparsity (halved here: 4.5, 2.25, 1.1 dense), FP4 18 (9 dense), "
@@ -169,6 +176,19 @@ _ACCELERATORS = {a.name: a for a in (
         note="H200 SXM 141GB HBM3e (141 GiB): an H100 with more and faster memory.",
     ),
     Accelerator(
+        name="h800",
+        peak_flops={"fp32": 66.9 * TFLOP, "tf32": 494.7 * TFLOP, "bf16": 989.4 * TFLOP,
+                    "fp16": 989.4 * TFLOP, "fp8": 1978.9 * TFLOP},
+        hbm_bytes=80 * GiB, hbm_bandwidth=3.35 * TB,
+        source=_H800_SOURCES,
+        sources={"peak_flops": _H800_SOURCES + "; dense figures from " + _H100_WHITEPAPER,
+                 "hbm_bytes": _H800_SOURCES + "; 80 GiB as the H100 SXM's (" + _SMI_H100 + ")",
+                 "hbm_bandwidth": _H800_SOURCES},
+        note=("H800 SXM (Hopper, for export to China, 2023): an H100 SXM whose NVLink is cut to "
+              "400 GB/s both directions (link 'nvlink4-h800'); DeepSeek-V3 trained on 2,048 of "
+              "them (node 'hgx-h800')."),
+    ),
+    Accelerator(
         name="b200",
         peak_flops={"fp32": 75 * TFLOP, "tf32": 1.1 * PFLOP, "bf16": 2.25 * PFLOP,
                     "fp16": 2.25 * PFLOP, "fp8": 4.5 * PFLOP, "fp4": 9 * PFLOP},
@@ -194,6 +214,16 @@ _LINKS = {link.name: link for link in (
                 "each): 450 GB/s per direction per GPU"),
         alpha_source=_ALPHA_BOOK + ": NVLink ~1 µs",
         note="H100/H200 SXM through NVSwitch; 900 GB/s is the bidirectional sum.",
+    ),
+    Link(
+        name="nvlink4-h800", alpha=1 * us, beta=200 * GB,
+        source=("NVIDIA H800 datasheet ('NVLink: 400GB/s', both directions) and DeepSeek-AI, "
+                "arXiv:2505.09343 Sec. 2 (NVLink 400 GB/s on the H800 against the H100's 900): "
+                "200 GB/s per direction per GPU. DeepSeek-V3's report (arXiv:2412.19437, Sec. "
+                "3.2.2) measures 160 GB/s of it in use ('NVLink offers a bandwidth of 160 GB/s, "
+                "roughly 3.2 times that of IB (50 GB/s)')"),
+        alpha_source=_ALPHA_BOOK + ": NVLink ~1 µs",
+        note="H800 SXM through NVSwitch: the H100's NVLink4 with fewer links enabled.",
     ),
     Link(
         name="nvlink5", alpha=1 * us, beta=900 * GB,
@@ -509,6 +539,15 @@ _NODES = {nd.name: nd for nd in (
               "Teton): NVSwitch inside the node is non-blocking, one 400 Gb/s NIC per GPU."),
     ),
     Node(
+        name="hgx-h800", gpus=8, accelerator="h800", scale_up="nvlink4-h800",
+        scale_out="ib-ndr400", nics=8, host_link="pcie5-x16",
+        host_memory=None, host_memory_bandwidth=None,
+        source=_H800_SOURCES,
+        sources={"gpus": _H800_SOURCES, "nics": _H800_SOURCES},
+        note=("DeepSeek-V3's node (2,048 H800s, 256 nodes; arXiv:2412.19437 Sec. 3.1): eight "
+              "H800 through NVSwitch, eight 400 Gb/s InfiniBand NICs. Host memory not given."),
+    ),
+    Node(
         name="dgx-a100", gpus=8, accelerator="a100-80gb", scale_up="nvlink3",
         scale_out="ib-hdr200", nics=8, host_link="pcie5-x16",
         host_memory=2 * TB, host_memory_bandwidth=2 * 8 * 3200e6 * 8,
@@ -628,6 +667,9 @@ _CEILINGS = {c.accelerator: c for c in (
                   "whitepaper"),
     MatmulCeiling("h200", 792.1 * TFLOP, (6144, 17920, 2816), 132,
                   "the H100 SXM figure: the same GH100 GPU and clocks (" + _MAMF + ")"),
+    MatmulCeiling("h800", 792.1 * TFLOP, (6144, 17920, 2816), 132,
+                  "the H100 SXM figure: the same GH100 GPU, clocks and SMs, only NVLink "
+                  "differs (" + _MAMF + ")"),
 )}
 # FP8 (float8_e4m3fn inputs), the same table's later FP8 section (torch 2.7, CUDA 12.6/12.8)
 _CEILINGS_FP8 = {c.accelerator: c for c in (
@@ -637,6 +679,9 @@ _CEILINGS_FP8 = {c.accelerator: c for c in (
     MatmulCeiling("h200", 1453.4 * TFLOP, (1280, 4096, 12032), 132,
                   _MAMF + ", FP8 (float8_e4m3fn) section: H200 SXM 1453.4 TFLOP/s of 1979 (73.4%), "
                   "torch 2.7.1+cu128", dtype="fp8"),
+    MatmulCeiling("h800", 1402.6 * TFLOP, (1024, 9216, 14336), 132,
+                  "the H100 SXM figure: the same GH100 GPU and clocks (" + _MAMF + ", FP8 "
+                  "section)", dtype="fp8"),
 )}
 
 
@@ -735,6 +780,9 @@ _MEMORY = {c.accelerator: c for c in (
                   _AZURE + "ND_H200_v5_results.md, 'HBM Bandwidth' (BabelStream on an H200 141GB, "
                   "CUDA 12.6): Copy 4.01, Mul 4.00, Add 4.15, Triad 4.15, Dot 4.48 TB/s, against "
                   "the datasheet's 4.8"),
+    MemoryCeiling("h800", 2.97 * TB, 2.90 * TB,
+                  "the H100 SXM figure: the same 80 GB HBM3 at 3.35 TB/s (" + _AZURE
+                  + "ND_H100_v5_results.md, 'HBM Bandwidth')"),
 )}
 
 
@@ -778,6 +826,8 @@ _ATTENTION = {k.accelerator: k for k in (
                     "arXiv:2407.08608) is faster on Hopper but prints its backward only in a "
                     "chart"),
     AttentionKernel("h200", "FlashAttention-2", 335 * TFLOP, 335 * TFLOP,
+                    "the H100 SXM figure: the same GH100 GPU and clocks (" + _FA2 + ")"),
+    AttentionKernel("h800", "FlashAttention-2", 335 * TFLOP, 335 * TFLOP,
                     "the H100 SXM figure: the same GH100 GPU and clocks (" + _FA2 + ")"),
 )}
 

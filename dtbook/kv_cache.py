@@ -9,7 +9,7 @@ keeps one latent ``c_t`` of width ``d_c`` (``kv_lora_rank``) and one decoupled R
 width ``d_r`` (``qk_rope_head_dim``) shared by all heads: ``d_c + d_r`` elements.
 
 Every formula takes Python numbers, NumPy arrays and SymPy symbols alike; sizes in bytes.
-``bytes_per_elem`` is 2 for bf16/fp16.
+``value_bytes`` is 2 for bf16/fp16.
 """
 
 from __future__ import annotations
@@ -21,22 +21,22 @@ __all__ = ["kv_bytes_per_token", "mla_bytes_per_token", "cached_tokens", "cache_
            "receptive_field", "bytes_per_token_layer"]
 
 
-def kv_bytes_per_token(kv_heads, head_dim, bytes_per_elem=2):
+def kv_bytes_per_token(kv_heads, head_dim, value_bytes=2):
     """Bytes of K and V one token adds to one layer's cache with ``kv_heads`` key-value
     heads of width ``head_dim``: ``2·g·d_h·s`` (MHA: g = A; MQA: g = 1). Chapter 31a."""
     check.positive("kv_heads", kv_heads)
     check.positive("head_dim", head_dim)
-    check.positive("bytes_per_elem", bytes_per_elem)
-    return 2 * kv_heads * head_dim * bytes_per_elem
+    check.positive("value_bytes", value_bytes)
+    return 2 * kv_heads * head_dim * value_bytes
 
 
-def mla_bytes_per_token(kv_lora_rank, rope_head_dim, bytes_per_elem=2):
+def mla_bytes_per_token(kv_lora_rank, rope_head_dim, value_bytes=2):
     """Bytes one token adds to one layer's MLA cache: the latent (``d_c``) and the shared
     decoupled RoPE key (``d_r``), ``(d_c + d_r)·s``. Chapter 31a."""
     check.positive("kv_lora_rank", kv_lora_rank)
     check.nonnegative("rope_head_dim", rope_head_dim)
-    check.positive("bytes_per_elem", bytes_per_elem)
-    return (kv_lora_rank + rope_head_dim) * bytes_per_elem
+    check.positive("value_bytes", value_bytes)
+    return (kv_lora_rank + rope_head_dim) * value_bytes
 
 
 def cached_tokens(seq, window=None):
@@ -66,14 +66,14 @@ def receptive_field(layers, window):
     return layers * (window - 1) + 1
 
 
-def bytes_per_token_layer(cfg, bytes_per_elem=2, kv_heads=None):
+def bytes_per_token_layer(cfg, value_bytes=2, kv_heads=None):
     """One layer's cache bytes per token for a :class:`dtbook.models.TransformerConfig`:
     MLA when the config has a latent (``kv_lora_rank > 0``), else GQA with the config's
     ``kv_heads`` or the ``kv_heads`` given (``heads`` for the MHA it replaced). Chapter 31a."""
     if cfg.is_mla:
-        return mla_bytes_per_token(cfg.kv_lora_rank, cfg.qk_rope_head_dim, bytes_per_elem)
+        return mla_bytes_per_token(cfg.kv_lora_rank, cfg.qk_rope_head_dim, value_bytes)
     return kv_bytes_per_token(cfg.kv_heads if kv_heads is None else kv_heads, cfg.head_dim,
-                              bytes_per_elem)
+                              value_bytes)
 
 
 check.guard_module(globals())  # every public formula checks its arguments (DESIGN.md)

@@ -99,21 +99,21 @@ def optimal_interval(t_comm, drift):
     return sp.sqrt(ratio) if isinstance(ratio, sp.Basic) else np.sqrt(ratio)
 
 
-def sync_bytes_per_step(params, interval, bytes_per_param=4):
+def sync_bytes_per_step(params, interval, grad_bytes=4):
     """Bytes all-reduced per step (the all-reduce's n) by local SGD or DiLoCo syncing every
     H steps: Ψ·s/H. H = 1 is data parallelism; DiLoCo's pseudo-gradient has the
     parameters' size, so it sends the same (chapter 29)."""
     check.positive("params", params)
     check.positive("interval", interval)
-    check.positive("bytes_per_param", bytes_per_param)
-    return params * bytes_per_param / interval
+    check.positive("grad_bytes", grad_bytes)
+    return params * grad_bytes / interval
 
 
-def sync_sent_bytes_per_step(params, world, interval, bytes_per_param=4):
+def sync_sent_bytes_per_step(params, world, interval, grad_bytes=4):
     """Bytes each rank sends per step over a ring: 2(P − 1)/P · Ψ·s/H, chapter 14's
     :func:`dtbook.data_parallel.gradient_bytes_sent` once every H steps (chapter 29)."""
     check.positive("interval", interval)
-    return data_parallel.gradient_bytes_sent(params, world, grad_bytes=bytes_per_param) / interval
+    return data_parallel.gradient_bytes_sent(params, world, grad_bytes=grad_bytes) / interval
 
 
 check.guard_module(globals())  # every public formula checks its arguments (DESIGN.md)

@@ -157,13 +157,29 @@ def _symbolic(*values):
     return any(isinstance(v, sp.Basic) and v.free_symbols for v in values)
 
 
-def quadratic_crossover_seq(hidden, heads, linear_coeff=34, quadratic_coeff=5):
-    """The sequence length at which a layer's attention-matrix activations (quadratic_coeff
-    · a·s²·b) equal the rest (linear_coeff · s·b·h): s* = linear·h/(quadratic·a)
-    (chapter 19). The complete count of chapter 06 (bytes, with dropout) is 34 and 5,
-    so s* = 6.8·h/a; the original edition's count (elements) is 11 and 1, so s* = 11·h/a."""
+def quadratic_crossover_seq(hidden, heads, linear_coeff=None, quadratic_coeff=None, **options):
+    """The sequence length at which a layer's attention-matrix activations equal the rest
+    (chapter 19). For a count linear_coeff·s·b·h + quadratic_coeff·a·s²·b it is
+    s* = linear·h/(quadratic·a). Without coefficients they are read off
+    :func:`dtbook.activations.activation_breakdown` (its
+    :data:`~dtbook.activations.QUADRATIC_TERMS` against the rest), with ``options`` as
+    there: chapter 06's complete count (bytes, with
+    dropout) gives 34 and 5, s* = 6.8·h/a, and ``dropout=False`` 32 and 2. The original
+    edition's count (elements) is 11 and 1, s* = 11·h/a."""
     check.positive("hidden", hidden)
     check.positive("heads", heads)
+    if linear_coeff is None and quadratic_coeff is None:
+        # one token of one sequence: every term is its coefficient times h (or a)
+        terms = act.activation_breakdown(1, 1, hidden, heads, **options)
+        quadratic = sum(t for key, t in terms.items() if key in act.QUADRATIC_TERMS)
+        if not _symbolic(quadratic) and quadratic == 0:
+            raise ValueError("options keep no attention matrix (attention='flash' or recompute), "
+                             "so there is no crossover")
+        return (sum(terms.values()) - quadratic) / quadratic
+    if linear_coeff is None or quadratic_coeff is None or options:
+        raise ValueError("give linear_coeff and quadratic_coeff together, or activation_breakdown "
+                         f"options without them; got linear_coeff={linear_coeff!r}, "
+                         f"quadratic_coeff={quadratic_coeff!r}, options={sorted(options)}")
     check.positive("linear_coeff", linear_coeff)
     check.positive("quadratic_coeff", quadratic_coeff)
     return linear_coeff * hidden / (quadratic_coeff * heads)
@@ -198,9 +214,6 @@ def sharded_buffer_bytes(unit_params, gathers=2, reduces=1, param_bytes=2, reduc
     check.nonnegative("param_bytes", param_bytes)
     check.nonnegative("reduce_bytes", reduce_bytes)
     return (gathers * param_bytes + reduces * reduce_bytes) * unit_params
-
-
-_QUADRATIC = ("softmax_output", "attn_dropout_mask", "attn_dropout_output")
 
 
 def device_memory(params, layers, hidden, heads, vocab, *, batch, seq, ffn_hidden=None,
@@ -271,14 +284,17 @@ def device_memory(params, layers, hidden, heads, vocab, *, batch, seq, ffn_hidde
     terms = act.activation_breakdown(batch, seq / cp, hidden, heads, ffn_hidden,
                                      recompute="selective" if recompute == "selective" else "none",
                                      **options)
-    layer = sum(t * cp if key in _QUADRATIC else t for key, t in terms.items())
+    layer = sum(t * cp if key in act.QUADRATIC_TERMS else t for key, t in terms.items())
     chunk_layers = layers / (pp * v)
     if k is None:
         parts["activations"] = in_flight * chunk_layers * layer
     else:
         kept = act.activation_breakdown(batch, seq / cp, hidden, heads, ffn_hidden,
                                         recompute="full", **options)["layer_input"]
-        parts["activations"] = in_flight * chunk_layers / k * kept + k * layer
+        # every in-flight micro-batch keeps each k-th layer's input; one block of k layers
+        # is recomputed at a time
+        parts["activations"] = act.checkpointed_activation_bytes(
+            chunk_layers, layer, k, boundary_bytes=in_flight * kept)
 
     last = (pp == 1) if _symbolic(pp) else stage == pp - 1
     parts["logits"] = logits_bytes * (seq / cp) * batch * vocab / tp if last else 0
@@ -290,3 +306,109 @@ def device_memory(params, layers, hidden, heads, vocab, *, batch, seq, ffn_hidde
 
 
 check.guard_module(globals())  # every public formula checks its arguments (DESIGN.md)
+
+
+# ======================================================================================
+# W3, issue 22 item 5: what the framework takes beside the model (chapter 19)
+# ======================================================================================
+# Below the chapter's equation sit allocations no tensor of the model owns: what the
+# driver keeps of the HBM, the CUDA context, and NCCL's buffers. Each figure is a source's.
+
+#: NCCL's per-connection FIFO of each protocol, as NCCL sizes it by default (NVIDIA/nccl
+#: src/init.cc, DEFAULT_LL_BUFFSIZE, DEFAULT_LL128_BUFFSIZE and DEFAULT_BUFFSIZE, with the
+#: constants of src/include/device.h): LL, NCCL_LL_LINES_PER_THREAD (8) x NCCL_LL_MAX_NTHREADS
+#: (512) x NCCL_STEPS (8) x a 16-byte ncclLLFifoLine = 512 KiB; LL128,
+#: NCCL_LL128_ELEMS_PER_THREAD (120) x NCCL_LL128_MAX_NTHREADS (640) x NCCL_STEPS x 8 bytes;
+#: Simple, NCCL_BUFFSIZE, 4 MiB ("1 << 22 /* 4MiB */").
+NCCL_PROTOCOL_BUFFERS = {"LL": 8 * 512 * 8 * 16, "LL128": 120 * 640 * 8 * 8, "Simple": 1 << 22}
+#: Bytes one connection of one channel holds: the three protocols' FIFOs (9,633,792 bytes).
+NCCL_CONNECTION_BYTES = sum(NCCL_PROTOCOL_BUFFERS.values())
+#: Connections per channel of a collective communicator: the ring's one receive ("Ring uses a
+#: limited amount of memory as it only has 2 connections regardless of the scale", S. Jeaugey,
+#: NVIDIA/nccl issue #864; the receiver holds the buffers) and the tree's, a chain inside a
+#: node (one up, one down). Each channel has its own buffers for collectives (S. Jeaugey,
+#: NVIDIA/nccl issue #1450).
+NCCL_CONNECTIONS = 3
+#: Channels of a collective communicator on NVLink: NCCL picks the count from the topology
+#: ("the memory usage is linearly tied to the number of channels", S. Jeaugey, NVIDIA/nccl
+#: issue #986). 24 is the count at which 24 x 3 x NCCL_CONNECTION_BYTES = 694 MB matches the
+#: 688 MB one communicator of more than two A100s on NVLink took, measured by creating
+#: process groups one after another (NVIDIA/nccl issue #964, 2023): a count read off that one
+#: measurement, not off NCCL's log. For two ranks (one tree connection) the formula gives
+#: 462 MB against the 544 MB measured there.
+NCCL_CHANNELS = 24
+#: The CUDA context (driver state, the kernels loaded so far) with lazy module loading (CUDA
+#: 11.7 and later, PyTorch's default): "around 400MB" (P. Bialecki, pytorch/pytorch issue
+#: #109888, 2023); before CUDA 11.7 every kernel was loaded with the library, ">1000MB"
+#: (pytorch/pytorch issue #107667): ``CUDA_CONTEXT_EAGER_BYTES``.
+CUDA_CONTEXT_BYTES = 400 * 2**20
+CUDA_CONTEXT_EAGER_BYTES = 1000 * 2**20
+#: nvidia-smi's total memory (MiB) of each catalogued accelerator, the figures
+#: :mod:`dtbook.hardware` cites (its _SMI_* sources): the rest of the GiB the vendor sells is
+#: kept by the driver (:func:`driver_reserved_bytes`).
+NVIDIA_SMI_TOTAL_MIB = {"a100-80gb": 81920, "h100-sxm": 81559, "h200": 143771, "b200": 183359}
+
+
+def driver_reserved_bytes(hbm_bytes, smi_total_bytes):
+    """Bytes of a GPU's HBM the driver keeps before any process runs (chapter 19): its
+    capacity as sold (``hbm_bytes``, :attr:`dtbook.hardware.Accelerator.hbm_bytes`, in GiB)
+    less the total nvidia-smi reports (``smi_total_bytes``; :data:`NVIDIA_SMI_TOTAL_MIB`):
+    0 on an A100 80GB (81,920 MiB), 361 MiB on an H100 SXM, 613 MiB on an H200, 961 MiB on
+    a B200."""
+    check.nonnegative("hbm_bytes", hbm_bytes)
+    check.nonnegative("smi_total_bytes", smi_total_bytes)
+    return hbm_bytes - smi_total_bytes
+
+
+def nccl_buffer_bytes(communicators, channels=NCCL_CHANNELS, connections=NCCL_CONNECTIONS,
+                      connection_bytes=NCCL_CONNECTION_BYTES):
+    """NCCL's buffers on one GPU (chapter 19): every communicator the GPU runs collectives in
+    holds, per channel and connection, one FIFO per protocol (:data:`NCCL_CONNECTION_BYTES`),
+    ``communicators * channels * connections * connection_bytes``. A communicator
+    allocates them at its first collective and keeps them; more communicators, more memory
+    (NVIDIA/nccl issues #864, #964). Arrays broadcast."""
+    check.nonnegative("communicators", communicators)
+    check.nonnegative("channels", channels)
+    check.nonnegative("connections", connections)
+    check.nonnegative("connection_bytes", connection_bytes)
+    return communicators * channels * connections * connection_bytes
+
+
+def framework_breakdown(communicators=0, *, driver_bytes=0, context_bytes=CUDA_CONTEXT_BYTES,
+                        channels=NCCL_CHANNELS, connections=NCCL_CONNECTIONS,
+                        connection_bytes=NCCL_CONNECTION_BYTES):
+    """What the software stack takes on one GPU beside the model's tensors (chapter 19), as a
+    dict of bytes: ``"driver"`` (``driver_bytes``: :func:`driver_reserved_bytes` of the GPU),
+    ``"cuda_context"`` (:data:`CUDA_CONTEXT_BYTES`; :data:`CUDA_CONTEXT_EAGER_BYTES` before
+    lazy loading) and ``"nccl"`` (:func:`nccl_buffer_bytes` of the ``communicators`` the GPU
+    runs collectives in). Not here: the gradient buffers and ZeRO's gather buffers, which
+    are model state (:func:`zero_state_bytes`, :func:`ddp_bucket_bytes`,
+    :func:`sharded_buffer_bytes`), and the caching allocator's fragmentation, a share of what
+    it holds (:func:`device_memory`'s ``fragmentation``) that no source sizes in general.
+    Arrays broadcast."""
+    check.nonnegative("driver_bytes", driver_bytes)
+    check.nonnegative("context_bytes", context_bytes)
+    nccl = nccl_buffer_bytes(communicators, channels, connections, connection_bytes)
+    return {"driver": driver_bytes + 0 * nccl, "cuda_context": context_bytes + 0 * nccl,
+            "nccl": nccl}
+
+
+def framework_bytes(communicators=0, *, driver_bytes=0, context_bytes=CUDA_CONTEXT_BYTES,
+                    channels=NCCL_CHANNELS, connections=NCCL_CONNECTIONS,
+                    connection_bytes=NCCL_CONNECTION_BYTES):
+    """Bytes the software stack takes on one GPU beside the model's tensors (chapter 19):
+    the sum of :func:`framework_breakdown`. On an H100 SXM in three communicators (TP, PP,
+    DP): 361 MiB + 400 MiB + 3 x 694 MB, 2.9 GB. Pass it as ``device_memory(workspace_bytes=...)``
+    or add it to the planner's memory (:func:`dtbook.plan.terms.framework_memory`)."""
+    parts = framework_breakdown(communicators, driver_bytes=driver_bytes,
+                                context_bytes=context_bytes, channels=channels,
+                                connections=connections, connection_bytes=connection_bytes)
+    return parts["driver"] + parts["cuda_context"] + parts["nccl"]
+
+
+# the module's guard ran above; these are guarded here (DESIGN.md)
+driver_reserved_bytes = check.guarded(driver_reserved_bytes)
+nccl_buffer_bytes = check.guarded(nccl_buffer_bytes)
+framework_breakdown = check.guarded(framework_breakdown)
+framework_bytes = check.guarded(framework_bytes)
+# ================================================================== end of W3's section

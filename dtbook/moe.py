@@ -9,7 +9,7 @@ and combine), whose cost comes from :func:`dtbook.comm.alltoall_time` (chapters 
 
 Names: ``tokens`` is T, the tokens one rank (or one batch) routes; ``experts`` is E;
 ``experts_per_token`` is k (as in :mod:`dtbook.models`); ``hidden`` is H; ``ffn_hidden``
-the width of one expert's MLP; ``bytes_per_element`` is s. Arithmetic functions accept
+the width of one expert's MLP; ``value_bytes`` is s. Arithmetic functions accept
 Python numbers, NumPy arrays and SymPy symbols alike; functions of a load vector take a
 sequence of numbers. Bytes and seconds, SI.
 """
@@ -23,7 +23,7 @@ import numpy as np
 import sympy as sp
 
 from . import _validate as check
-from . import comm
+from . import comm, mesh
 from .symbolic import is_symbolic, minimum
 
 __all__ = [
@@ -76,12 +76,10 @@ def expert_params(hidden, ffn_hidden, experts, matrices=2):
 
 
 def active_expert_params(hidden, ffn_hidden, experts_per_token, matrices=2):
-    """Expert parameters one token passes through: k·m·H·F, independent of E (chapter 18)."""
-    check.positive("hidden", hidden)
-    check.positive("ffn_hidden", ffn_hidden)
+    """Expert parameters one token passes through: the k experts' k·m·H·F
+    (:func:`expert_params` of k experts), independent of E (chapter 18)."""
     check.count("experts_per_token", experts_per_token)
-    check.count("matrices", matrices)
-    return experts_per_token * matrices * hidden * ffn_hidden
+    return expert_params(hidden, ffn_hidden, experts_per_token, matrices)
 
 
 def expert_flops_per_token(hidden, ffn_hidden, experts_per_token, matrices=2):
@@ -200,37 +198,37 @@ def aux_gradient_direction(fractions, probabilities):
 
 # ------------------------------------------------------------------ the all-to-all
 
-def alltoall_bytes(tokens, hidden, experts_per_token=1, bytes_per_element=2):
+def alltoall_bytes(tokens, hidden, experts_per_token=1, value_bytes=2):
     """n of one dispatch (or combine) all-to-all on one rank: k·T·H·s bytes, the whole
     buffer; with uniform routing a share (P − 1)/P of it leaves the rank (chapter 18)."""
     check.count("tokens", tokens)
     check.positive("hidden", hidden)
     check.count("experts_per_token", experts_per_token)
-    check.positive("bytes_per_element", bytes_per_element)
-    return experts_per_token * tokens * hidden * bytes_per_element
+    check.positive("value_bytes", value_bytes)
+    return experts_per_token * tokens * hidden * value_bytes
 
 
 def _alltoalls(backward):
     return 4 if backward else 2  # dispatch and combine, and each again in the backward pass
 
 
-def layer_alltoall_bytes(tokens, hidden, world, experts_per_token=1, bytes_per_element=2,
+def layer_alltoall_bytes(tokens, hidden, world, experts_per_token=1, value_bytes=2,
                          backward: bool = True):
     """Bytes one rank sends to other ranks per MoE layer, uniform routing:
     2 (dispatch + combine), or 4 with the backward pass, times (P − 1)/P·kTHs (chapter 18)."""
     check.count("world", world)
-    n = alltoall_bytes(tokens, hidden, experts_per_token, bytes_per_element)
+    n = alltoall_bytes(tokens, hidden, experts_per_token, value_bytes)
     return _alltoalls(backward) * comm.traffic("alltoall", n, world).sent_bytes
 
 
 def layer_alltoall_time(tokens, hidden, world, alpha, beta, experts_per_token=1,
-                        bytes_per_element=2, backward: bool = True):
+                        value_bytes=2, backward: bool = True):
     """Time of one MoE layer's all-to-alls: 2 (or 4 with backward) × chapter 13's pairwise
     all-to-all of n = kTHs, (P − 1)α + (P − 1)/P·n/β each (chapter 18)."""
     check.count("world", world)
     check.nonnegative("alpha", alpha)
     check.positive("beta", beta)
-    n = alltoall_bytes(tokens, hidden, experts_per_token, bytes_per_element)
+    n = alltoall_bytes(tokens, hidden, experts_per_token, value_bytes)
     return _alltoalls(backward) * comm.alltoall_time(n, world, alpha, beta)
 
 
@@ -251,29 +249,29 @@ def dispatch_matrix(shares, tokens, world, experts_per_token=1):
 
 
 def dispatch_sent_bytes(shares, tokens, hidden, world, experts_per_token=1,
-                        bytes_per_element=2):
+                        value_bytes=2):
     """Bytes each rank sends to other ranks in one dispatch (array over ranks): its row of
     :func:`dispatch_matrix` without the diagonal, times H·s (chapter 18)."""
     check.positive("hidden", hidden)
-    check.positive("bytes_per_element", bytes_per_element)
+    check.positive("value_bytes", value_bytes)
     m = dispatch_matrix(shares, tokens, world, experts_per_token)
-    return (m.sum(axis=1) - np.diag(m)) * hidden * bytes_per_element
+    return (m.sum(axis=1) - np.diag(m)) * hidden * value_bytes
 
 
 def dispatch_received_bytes(shares, tokens, hidden, world, experts_per_token=1,
-                            bytes_per_element=2):
+                            value_bytes=2):
     """Bytes each rank receives from other ranks in one dispatch (array over ranks): its
     column of :func:`dispatch_matrix` without the diagonal, times H·s. A hot expert makes
     its rank receive (P − 1)·kT·share (chapter 18)."""
     check.positive("hidden", hidden)
-    check.positive("bytes_per_element", bytes_per_element)
+    check.positive("value_bytes", value_bytes)
     m = dispatch_matrix(shares, tokens, world, experts_per_token)
-    return (m.sum(axis=0) - np.diag(m)) * hidden * bytes_per_element
+    return (m.sum(axis=0) - np.diag(m)) * hidden * value_bytes
 
 
 # ------------------------------------------------------------------ layouts
 
-def expert_tp_bytes_sent(tokens, hidden, tp, experts_per_token=1, bytes_per_element=2):
+def expert_tp_bytes_sent(tokens, hidden, tp, experts_per_token=1, value_bytes=2):
     """Bytes one GPU sends per MoE layer, forward and backward, for tensor parallelism inside
     the experts: one ring all-reduce of the expert outputs forward and one of the input
     gradients backward, 2 · 2(t − 1)/t·kTHs (:func:`dtbook.comm.traffic` of
@@ -282,19 +280,21 @@ def expert_tp_bytes_sent(tokens, hidden, tp, experts_per_token=1, bytes_per_elem
     pass ``experts_per_token=1`` (chapter 18). The expert weights' gradient all-reduce over
     the data-parallel ranks is :func:`dtbook.data_parallel.gradient_bytes_sent`."""
     check.count("tp", tp)
-    n = alltoall_bytes(tokens, hidden, experts_per_token, bytes_per_element)
+    n = alltoall_bytes(tokens, hidden, experts_per_token, value_bytes)
     return 2 * comm.traffic("allreduce", n, tp).sent_bytes
 
 
 def rank_of(tp_index, ep_index, dp_index, tp, ep):
     """Global rank of the GPU at (tp, ep, dp) coordinates, TP innermost:
-    rank = dp·(t·e) + ep·t + tp. TP neighbours are adjacent ranks, inside one node (ch. 18)."""
-    check.nonnegative("tp_index", tp_index)
-    check.nonnegative("ep_index", ep_index)
-    check.nonnegative("dp_index", dp_index)
+    rank = dp·(t·e) + ep·t + tp. TP neighbours are adjacent ranks, inside one node (ch. 18).
+    It is chapter 23's row-major :func:`dtbook.mesh.rank_of` of the mesh (dp, ep, tp), whose
+    dp extent does not enter the rank."""
+    check.count("tp_index", tp_index, minimum=0)
+    check.count("ep_index", ep_index, minimum=0)
+    check.count("dp_index", dp_index, minimum=0)
     check.count("tp", tp)
     check.count("ep", ep)
-    return dp_index * (tp * ep) + ep_index * tp + tp_index
+    return mesh.rank_of((dp_index, ep_index, tp_index), (dp_index + 1, ep, tp))
 
 
 def overlap_fraction(t_attention, t_alltoall):

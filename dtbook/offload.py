@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _validate as check
-from . import memory, zero
+from . import comm, memory, zero
 from .symbolic import maximum
 
 __all__ = ["transfer_time", "layer_transfer_time", "layer_compute_time", "overlap_tokens",
@@ -30,7 +30,7 @@ def transfer_time(nbytes, bandwidth, latency=0):
     check.nonnegative("nbytes", nbytes)
     check.positive("bandwidth", bandwidth)
     check.nonnegative("latency", latency)
-    return latency + nbytes / bandwidth
+    return comm.p2p_time(nbytes, latency, bandwidth)
 
 
 def layer_transfer_time(hidden, bandwidth, param_bytes=2):

@@ -23,7 +23,7 @@ from .symbolic import is_symbolic, maximum, minimum
 __all__ = ["bubble_fraction", "interleaved_bubble_fraction", "interleaved_bubble_approx",
            "zb_h1_bubble_fraction", "batch_time", "pipeline_efficiency", "throughput",
            "activations_in_flight", "p2p_message_bytes", "p2p_bytes_per_minibatch",
-           "load_balance_efficiency", "stage_times",
+           "load_balance_efficiency", "stage_times", "stage_layers",
            "best_partition", "compute_comm_ratio", "stages_for_unit_ratio",
            "memory_per_device"]
 
@@ -264,6 +264,64 @@ def best_partition(layer_times, p):
         j = cut[k][j]
         bounds.append(j)
     return bounds[::-1]
+
+
+def stage_layers(layers, stages, first=None, last=None):
+    """Layers on each of ``stages`` consecutive pipeline stages (or model chunks), first to
+    last, as a list of ints (chapter 16).
+
+    Megatron-Core's uneven split: ``first`` layers on the first stage
+    (``decoder_first_pipeline_num_layers``), ``last`` on the last
+    (``decoder_last_pipeline_num_layers``), and the rest divided evenly over the stages in
+    between (Megatron asserts that they divide; with only one of the two given, the other
+    stages share the rest evenly). The first stage also holds the embedding and the last the
+    output head and loss, so they are the ones made lighter (Llama 3 405B: 126 layers on 16
+    stages as 7, 8 × 14, 7, Dubey et al. 2024 Sec. 3.3.2; DeepSeek-V3: 61 layers on 16).
+
+    With neither given: an even split when ``stages`` divides ``layers``; otherwise every
+    stage but the two ends holds b = ⌈layers/stages⌉ and the two ends share the remainder
+    r = layers − (stages − 2)·b, the first ⌈r/2⌉ and the last ⌊r/2⌋ (the last also runs the
+    logits); with r = 1 the last stage holds no layer, only the head and the loss (Megatron-
+    Core's ``pipeline_model_parallel_layout`` ``Et|(tt|)*30L`` for DeepSeek-V3's 61 layers on
+    32 model chunks), with r = 0 the first holds only the embedding too (Megatron's
+    ``account_for_embedding_in_pipeline_split`` and ``account_for_loss_in_pipeline_split``:
+    126 layers on 128 chunks). The busiest stage then holds b, the fewest any split can give
+    it, so a pipeline whose slowest stage sets the pace (:func:`load_balance_efficiency`)
+    loses least. ``ValueError`` naming ``stages`` when r < 0 (at most layers + 2 stages), and
+    naming ``first`` or ``last`` (each a whole number >= 0) when the given ones leave a rest
+    that does not divide.
+    """
+    check.count("layers", layers)
+    check.count("stages", stages)
+    L, s = int(layers), int(stages)
+    if s > L + 2:
+        raise ValueError(f"stages ({s}) must be at most layers + 2 ({L + 2}): every stage but "
+                         "the first and the last holds a layer")
+    if first is None and last is None:
+        if L % s == 0:
+            return [L // s] * s
+        if s == 2:
+            return [L - L // 2, L // 2]
+        b = -(-L // s)
+        rest = L - (s - 2) * b
+        if rest < 0:
+            raise ValueError(f"stages ({s}): {L} layers do not split with {b} on each middle "
+                             f"stage")
+        return [rest - rest // 2] + [b] * (s - 2) + [rest // 2]
+    for name, value in (("first", first), ("last", last)):
+        if value is not None:
+            check.count(name, value, minimum=0)
+    if s == 1:
+        raise ValueError("stages: an uneven first or last stage needs at least 2 stages")
+    ends = (first or 0) + (last or 0)
+    inner = s - (first is not None) - (last is not None)
+    if ends > L - inner or (inner and (L - ends) % inner):
+        name = "first" if first is not None else "last"
+        raise ValueError(f"{name}: after first={first} and last={last}, the other {L - ends} "
+                         f"layers must divide evenly over {inner} stages (at least one each)")
+    mid = (L - ends) // inner if inner else 0
+    return ([first if first is not None else mid] + [mid] * (s - 2)
+            + [last if last is not None else mid])
 
 
 check.guard_module(globals())  # every public formula checks its arguments (DESIGN.md)

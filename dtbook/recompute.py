@@ -1,8 +1,9 @@
 """Activation recomputation: the compute it costs and the memory it saves (chapter 21).
 
 The memory side lives in :mod:`dtbook.activations` (``checkpointed_activation_bytes``,
-``optimal_checkpoint_interval``, selective recomputation in ``activation_breakdown``); this
-module adds the compute side and the √L reduction, and :class:`LiveBytes`, which measures
+``optimal_checkpoint_interval``, selective recomputation in ``activation_breakdown``; the
+√L/2 reduction is the first's value at the second); this module adds the compute side, and
+:class:`LiveBytes`, which measures
 the peak of the tensor bytes alive while a forward and backward pass run, so that a
 checkpointed run can be compared with the formula on a real machine.
 
@@ -20,7 +21,7 @@ import sympy as sp
 
 from . import _validate as check
 
-__all__ = ["recompute_overhead", "recompute_step_time", "sqrt_checkpoint_reduction", "LiveBytes"]
+__all__ = ["recompute_overhead", "recompute_step_time", "LiveBytes"]
 
 
 def recompute_overhead(fraction, backward_ratio=2):
@@ -37,15 +38,6 @@ def recompute_step_time(step_time, fraction, backward_ratio=2):
     (chapter 21): T · (1 + c/3); full recomputation turns T into 4T/3."""
     check.positive("step_time", step_time)
     return step_time * (1 + recompute_overhead(fraction, backward_ratio))
-
-
-def sqrt_checkpoint_reduction(layers):
-    """How many times less activation memory √L checkpointing keeps than storing every layer
-    (chapter 21), in the conservative form where a kept boundary costs as much as a layer:
-    L · M / (2√L · M) = √L / 2."""
-    check.positive("layers", layers)
-    root = sp.sqrt(layers) if isinstance(layers, sp.Basic) else np.sqrt(layers)
-    return root / 2
 
 
 class LiveBytes:

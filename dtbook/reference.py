@@ -376,7 +376,8 @@ def node_rows():
         nd = hardware.node(name)
         rows.append([name, f"{nd.gpus} × {nd.accelerator}", nd.scale_up,
                      f"{nd.nics} × {nd.scale_out}", fmt_rate(nd.scale_out_bandwidth),
-                     fmt_bytes(nd.hbm_bytes, binary=True), fmt_bytes(nd.host_memory)])
+                     fmt_bytes(nd.hbm_bytes, binary=True),
+                     "not given" if nd.host_memory is None else fmt_bytes(nd.host_memory)])
     return ["node", "GPUs", "in the node", "NICs", "off-node per direction", "HBM in all",
             "host memory"], rows
 
@@ -507,6 +508,10 @@ SOURCE_KEYS = (
     ("Megatron-LM README", "nvidia-megatron-lm"),
     ("NVIDIA/NeMo", "nvidia-nemo-perf"),
     ("Megatron-Bridge", "nvidia-megatron-bridge-perf"),
+    ("H800 Tensor Core GPU datasheet", "nvidia-h800-datasheet"),
+    ("arXiv:2505.09343", "deepseekai2025insights"),
+    ("torchtitan benchmark", "pytorch-torchtitan-benchmarks"),
+    ("arXiv:2410.06511", "liang2024torchtitan"),
 )
 
 

@@ -157,7 +157,7 @@ def dp_intensity(batch, seq, world, *, grad_bytes, exact=False):
     return flops / (2 * grad_bytes)                   # lim P→∞ of gradient_bytes_sent / Ψ
 
 
-def tp_intensity(hidden, tp, *, act_bytes=2):
+def tp_intensity(hidden, tp, *, value_bytes=2):
     """Communication intensity of tensor parallelism for one layer: 9H/((t − 1)s) (chapter 02).
 
     A layer's 12H² weights cost 6 · 12H² = 72H² FLOP per token forward and backward, split
@@ -169,12 +169,12 @@ def tp_intensity(hidden, tp, *, act_bytes=2):
     from . import tensor_parallel
     check.positive("hidden", hidden)
     check.count("tp", tp, minimum=2)
-    check.positive("act_bytes", act_bytes)
-    sent = tensor_parallel.layer_comm_bytes(1, 1, hidden, tp, bytes_per_element=act_bytes)
+    check.positive("value_bytes", value_bytes)
+    sent = tensor_parallel.layer_comm_bytes(1, 1, hidden, tp, bytes_per_element=value_bytes)
     return 72 * hidden**2 / tp / sent
 
 
-def pp_intensity(hidden, layers, pp, *, act_bytes=2):
+def pp_intensity(hidden, layers, pp, *, value_bytes=2):
     """Communication intensity of pipeline parallelism: 36HL/(ps) (chapter 02).
 
     A stage holds L/p layers, 72H² · L/p FLOP per token forward and backward, and sends two
@@ -187,8 +187,8 @@ def pp_intensity(hidden, layers, pp, *, act_bytes=2):
     check.positive("hidden", hidden)
     check.positive("layers", layers)
     check.count("pp", pp, minimum=1)
-    check.positive("act_bytes", act_bytes)
-    sent = 2 * pipeline_parallel.p2p_message_bytes(1, 1, hidden, act_bytes)
+    check.positive("value_bytes", value_bytes)
+    sent = 2 * pipeline_parallel.p2p_message_bytes(1, 1, hidden, value_bytes)
     return 72 * hidden**2 * layers / pp / sent
 
 

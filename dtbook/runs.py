@@ -22,6 +22,9 @@ is known. ``convention`` names it:
   layer for the scores, ``6 h V`` for the head, no recompute; NeMo 24.07 counts the scores
   in full, Megatron-Bridge (25.09 and later) halves them (causal). The printed tokens/s needs
   no convention; the convention only ties the two printed figures together.
+* ``"tokens"``: the source prints tokens/s and no FLOP figure this catalog uses (torchtitan's
+  benchmark prints no MFU; Megatron-Bridge's MoE tables are compared on tokens/s, whose
+  TFLOP/s is not NeMo's dense formula).
 
 :func:`tokens_per_second` turns a row's printed figure back into what was measured, tokens
 per second for the whole job, using the source's own formula; that is the quantity the
@@ -46,6 +49,7 @@ from dataclasses import dataclass
 
 from . import hardware, models
 from .composition import megatron_step_flops
+from .flops import attention_flops
 from .units import TFLOP
 
 __all__ = ["PublishedRun", "get", "names", "runs", "tokens_per_second", "source_flops_per_step",
@@ -56,12 +60,13 @@ __all__ = ["PublishedRun", "get", "names", "runs", "tokens_per_second", "source_
 LAYOUT_FIELDS = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "zero", "recompute",
                  "sequence_parallel")
 
-_CONVENTIONS = ("megatron-hfu", "megatron-mfu", "llama3", "nemo-full", "nemo-causal")
+_CONVENTIONS = ("megatron-hfu", "megatron-mfu", "llama3", "nemo-full", "nemo-causal", "tokens")
 # The training stacks the sources name: NVIDIA's Megatron-LM (Narayanan et al. 2021,
 # Korthikanti et al. 2022, its README), Microsoft's and BigScience's Megatron-DeepSpeed
 # (MT-NLG, BLOOM), Meta's own stack for Llama 3, NVIDIA NeMo and Megatron-Bridge (both on
-# Megatron-Core).
-SOFTWARE = ("", "megatron-lm", "megatron-deepspeed", "llama3", "nemo", "megatron-bridge")
+# Megatron-Core), PyTorch's torchtitan (FSDP2, Liang et al. 2024).
+SOFTWARE = ("", "megatron-lm", "megatron-deepspeed", "llama3", "nemo", "megatron-bridge",
+            "torchtitan")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,7 +84,12 @@ class PublishedRun:
     :mod:`dtbook.hardware` node the run trained on where it is not the GPU's default node
     (``""``: the first node holding ``gpu``, DGX A100 or DGX H100);
     ``overlap_grad_reduce`` and ``gradient_accumulation_fusion`` what the source says its stack
-    did, where it says it (``None``: :mod:`dtbook.plan.validate` dates the software instead).
+    did, where it says it (``None``: :mod:`dtbook.plan.validate` dates the software instead);
+    ``memory_per_gpu`` the memory the source printed (bytes; torchtitan's is the maximum over
+    GPUs), ``None`` where it prints none; ``out_of_sample`` marks rows added after the
+    planner's mechanisms for them were written (issue 22: the FSDP2 and MoE rows), whose
+    errors :func:`dtbook.plan.summary` reports apart from the rows the planner was built
+    against.
     """
 
     name: str
@@ -113,6 +123,8 @@ class PublishedRun:
     cluster: str = ""
     overlap_grad_reduce: bool | None = None
     gradient_accumulation_fusion: bool | None = None
+    memory_per_gpu: float | None = None
+    out_of_sample: bool = False
 
     def __post_init__(self) -> None:
         if self.printed is not None:
@@ -190,6 +202,62 @@ def _nemo(name, model, gpus, tp, pp, cp, vpp, mb, batch, seq, tokens, tflops, so
         software="megatron-bridge" if "Bridge" in source else "nemo",
         source=source + f" ({gpus} GPUs, GBS {batch}, MBS {mb}, sequence {seq}, TP {tp}, PP {pp}, "
                         f"CP {cp}, VP {vpp}: {tokens} tokens/s/GPU, {tflops} model TFLOP/s/GPU)")
+
+
+# Issue 22's rows, added after the FSDP2 and MoE mechanisms were written: out of sample.
+_TT = ("torchtitan benchmark 'llama3_h100_202412_torchtitan.md' (github.com/pytorch/torchtitan "
+       "benchmarks/, December 2024: torch 1963fc8, torchao eab345c, torchtitan 9dec370), which "
+       "updates the tables of Liang et al. 2024, 'TorchTitan', arXiv:2410.06511")
+_TT_NOTE = ("Grand Teton hosts: 8 H100 per host with NVLink, 400 Gb/s RDMA per GPU, and H100s "
+            "with 96 GB HBM2e (2.4 TB/s) at a 500 W power limit, whose peak the source says is "
+            "'between SXM and NVL' and unknown. No measured GEMM, HBM or attention rates exist "
+            "for that card, so the planner predicts the row on the catalog's H100 SXM (80 GiB, "
+            "700 W, HBM3): expect it optimistic on speed and short on capacity. FSDP2 "
+            "(fully_shard per transformer block and on the root; reshard_after_forward for every "
+            "block but the last, False under PP; BF16 parameters, FP32 reduce-scatter; float8 "
+            "all-gather off, torchtitan's default), torch.compile per block, torchao Float8 "
+            "linears where 'Float8'; TP with sequence parallelism on the norms (torchtitan's TP "
+            "plan). Sequence 8,192 where the table prints none: the benchmark commit's "
+            "train_configs seq_len. Eager (uncompiled) rows are not catalogued: the planner's "
+            "elementwise ops are fused, as compiled blocks are and eager ones are not.")
+_TT_PRINTED = frozenset({"tp", "pp", "dp", "cp", "ep", "micro_batch", "zero", "recompute",
+                         "sequence_parallel"})
+_GIB = 2 ** 30
+
+
+def _tt(name, model, tp, pp, dp, cp, mb, batch, seq, dtype, recompute, tokens, gib, where,
+        vpp=1, printed=_TT_PRINTED):
+    return PublishedRun(
+        name=name, model=model, gpu="h100-sxm", gpus=tp * pp * dp * cp, tp=tp, pp=pp, dp=dp,
+        cp=cp, vpp=vpp, micro_batch=mb, global_batch=batch, seq=seq, recompute=recompute,
+        sequence_parallel=tp > 1, zero=3, dtype=dtype, tokens_per_gpu=tokens,
+        memory_per_gpu=gib * _GIB, convention="tokens", peak=hardware.get("h100-sxm").peak(dtype),
+        source=_TT + ", " + where + f": {tokens:,} tokens/s per GPU, {gib} GiB",
+        note=_TT_NOTE, printed=printed | ({"vpp"} if pp == 1 else set()), software="torchtitan",
+        out_of_sample=True)
+
+
+_BRIDGE_MOE = ("NVIDIA Megatron-Bridge performance summary archive, github.com/NVIDIA-NeMo/"
+               "Megatron-Bridge docs/performance-summary-archive.md (commit 4ab94dfa), DGX-H100 "
+               "MoE rows")
+_BRIDGE_MOE_NOTE = ("Megatron-Core MoE on DGX H100 with DDP (the table's FSDP 0); every MoE "
+                    "table notes 'we force-balance the token distribution among experts' "
+                    "(perfectly balanced routing). Printed: GPUs, GBS, MBS, sequence, TP, PP, CP, "
+                    "VP, EP; recompute, sequence parallelism and the distributed optimizer are not, "
+                    "so plan.validate lets the planner choose them. Tokens/s per GPU is compared; "
+                    "the table's model TFLOP/s (in the source line) is not NeMo's dense formula.")
+
+
+def _bridge_moe(name, model, gpus, tp, pp, vpp, ep, mb, batch, dtype, tokens, tflops, where):
+    return PublishedRun(
+        name=name, model=model, gpu="h100-sxm", gpus=gpus, tp=tp, pp=pp, dp=gpus // (tp * pp),
+        ep=ep, vpp=vpp, micro_batch=mb, global_batch=batch, seq=4096, dtype=dtype,
+        tokens_per_gpu=tokens, convention="tokens", peak=hardware.get("h100-sxm").peak(dtype),
+        source=_BRIDGE_MOE + f", {where} ({gpus} GPUs, GBS {batch}, MBS {mb}, sequence 4096, "
+                             f"TP {tp}, PP {pp}, CP 1, VP {vpp}, EP {ep}: {tokens:,} tokens/s/GPU, "
+                             f"{tflops} model TFLOP/s/GPU)",
+        note=_BRIDGE_MOE_NOTE, printed=_NEMO_PRINTED, software="megatron-bridge",
+        out_of_sample=True)
 
 
 _MEGATRON_2021 = frozenset({"tp", "pp", "dp", "cp", "ep", "zero", "recompute", "sequence_parallel"})
@@ -373,11 +441,49 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
           _BRIDGE_2602 + ", table 'Model: LLAMA3_70B'", "nemo-causal"),
     _nemo("bridge-llama3-405b-1024", "llama3-405b", 1024, 8, 8, 2, 8, 1, 1536, 8192, 311, 784,
           _BRIDGE_2602 + ", table 'Model: LLAMA3.1_405B'", "nemo-causal"),
+    # torchtitan (FSDP2) on Grand Teton H100s, out of sample (_TT_NOTE)
+    _tt("torchtitan-llama3-8b-8", "llama3-8b", 1, 1, 8, 1, 2, 16, 8192, "bf16", "selective",
+        6667, 77.0, "Table 1 (FSDP 8, local batch 2, global 16, selective AC, FSDP + "
+                    "torch.compile)"),
+    _tt("torchtitan-llama3-8b-8-fp8", "llama3-8b", 1, 1, 8, 1, 2, 16, 8192, "fp8", "selective",
+        8532, 76.8, "Table 1 (FSDP + torch.compile + Float8)"),
+    _tt("torchtitan-llama3-8b-128", "llama3-8b", 1, 1, 128, 1, 2, 256, 8192, "bf16", "selective",
+        6514, 62.0, "Table 3 (FSDP 128, local batch 2, global 256, selective AC, FSDP + "
+                    "torch.compile)"),
+    _tt("torchtitan-llama3-8b-128-fp8", "llama3-8b", 1, 1, 128, 1, 2, 256, 8192, "fp8",
+        "selective", 8380, 61.8, "Table 3 (FSDP + torch.compile + Float8)"),
+    *(_tt(f"torchtitan-llama3-8b-cp{cp}", "llama3-8b", 1, 1, 8 // cp, cp, 1, 8 // cp, seq, "fp8",
+          "full", tokens, gib, f"Table 2 (FSDP {8 // cp}, CP {cp}, sequence {seq:,}, local batch 1, "
+                               "torch.compile + Float8, full AC)")
+      for cp, seq, tokens, gib in ((1, 32768, 3890, 83.9), (2, 65536, 2540, 84.2),
+                                   (4, 131072, 1071, 84.0), (8, 262144, 548, 84.5))),
+    _tt("torchtitan-llama3-70b-256", "llama3-70b", 8, 1, 32, 1, 16, 512, 8192, "fp8", "full",
+        829, 71.9, "Table 4 (FSDP 32 x TP 8, local batch 16, global 512, torch.compile + "
+                   "Float8, full AC; '2D', without AsyncTP)"),
+    _tt("torchtitan-llama3-405b-512-1f1b", "llama3-405b", 8, 8, 8, 1, 4, 256, 8192, "fp8", "full",
+        100, 82.5, "Table 5 (FSDP 8 x TP 8 x PP 8, local batch 32, global 256, torch.compile + "
+                   "Float8 + AsyncTP, full AC, 1F1B); micro-batch 4: torchtitan's default "
+                   "pipeline_parallel_microbatches, one per stage (8)", printed=_TT_PRINTED | {"vpp"}),
+    _tt("torchtitan-llama3-405b-512", "llama3-405b", 8, 8, 8, 1, 1, 256, 8192, "fp8", "full",
+        128, 72.7, "Table 5 (the same with interleaved 1F1B; the stages per rank and the "
+                   "micro-batches are not printed)", printed=_TT_PRINTED - {"micro_batch"}),
+    # Megatron-Bridge MoE rows on DGX H100, out of sample (_BRIDGE_MOE_NOTE)
+    _bridge_moe("bridge-deepseek-v3-1024", "deepseek-v3", 1024, 2, 8, 4, 64, 1, 8192, "fp8", 1297,
+                338, "section '25.09 NeMo Container', DGX-H100 DeepSeek-V3 row"),
+    _bridge_moe("bridge-qwen3-235b-256", "qwen3-235b-a22b", 256, 2, 8, 4, 32, 1, 2048, "fp8", 1575,
+                233, "section '25.11 NeMo Container', DGX-H100 Qwen3-235B-A22B row"),
+    _bridge_moe("bridge-qwen3-30b-16", "qwen3-30b-a3b", 16, 1, 2, 24, 8, 2, 512, "fp8", 5275, 121,
+                "section '25.11 NeMo Container', DGX-H100 Qwen3-30B-A3B row"),
+    _bridge_moe("bridge-gpt-oss-120b-64", "gpt-oss-120b", 64, 1, 4, 1, 8, 4, 512, "bf16", 5630, 153,
+                "section '25.11 NeMo Container', DGX-H100 GPT-OSS 120B row"),
+    _bridge_moe("bridge-gpt-oss-120b-64-2604", "gpt-oss-120b", 64, 1, 4, 1, 8, 1, 1280, "bf16",
+                5810, 158, "section '26.04 NeMo Container', 'Model: GPT OSS 120B'"),
 )}
 
 
 # The documents the rows come from, each named once (reference()).
-_DOCUMENTS = (_N21, _K22, _S22, _L24, _README_GPT3, _BLOOM, _NEMO_2407, _BRIDGE_2602)
+_DOCUMENTS = (_N21, _K22, _S22, _L24, _README_GPT3, _BLOOM, _NEMO_2407, _BRIDGE_2602, _TT,
+              _BRIDGE_MOE)
 
 
 def reference(run: PublishedRun) -> str:
@@ -423,6 +529,9 @@ def source_flops_per_step(run: PublishedRun) -> float:
     token (embedding excluded) plus causal attention, :func:`dtbook.flops` style.
     (Chapter 27.)
     """
+    if run.convention == "tokens":
+        raise ValueError(f"{run.name}: its source prints tokens/s and no FLOP figure "
+                         "(convention 'tokens'): there is no source FLOP count to use")
     cfg = models.get(run.model)
     B, s, l, h, V = run.global_batch, run.seq, cfg.layers, cfg.hidden, cfg.vocab
     if run.convention in ("megatron-hfu", "megatron-mfu"):      # with and without recompute
@@ -435,12 +544,14 @@ def source_flops_per_step(run: PublishedRun) -> float:
         attn = 2 * h * cfg.heads * hd + 2 * h * cfg.kv_heads * hd
         mlp = (3 if cfg.gated_mlp else 2) * h * cfg.ffn_hidden
         causal = 0.5 if run.convention == "nemo-causal" else 1.0
-        per_token = l * (6 * (attn + mlp) + 12 * s * h * causal) + 6 * h * V
-        return per_token * B * s
-    # llama3: model FLOPs, no recompute, causal attention (half the s x s score matrix)
+        # the scores as NeMo writes them, 4·s²·h per sequence per layer: the full product of
+        # attention_flops with the hidden size as the width of Q·K and A·V
+        scores = 3 * attention_flops(B, s, 1, h, l) * causal
+        return (l * 6 * (attn + mlp) + 6 * h * V) * B * s + scores
+    # llama3: model FLOPs, no recompute, causal attention counted as half the full s x s
+    # product (s²/2 pairs, the paper's convention, not attention_flops(causal=True)'s s(s+1)/2)
     dense = 6 * (cfg.num_params() - cfg.num_embedding_params()) * B * s
-    attention = 3 * 2 * 2 * cfg.heads * cfg.head_dim * s * s / 2 * l * B
-    return dense + attention
+    return dense + 3 * attention_flops(B, s, cfg.heads, cfg.head_dim, l) / 2
 
 
 def tokens_per_second(run: PublishedRun) -> float:

@@ -46,7 +46,7 @@ __all__ = [
     "lifetime_flops", "inference_aware_optimal",
     "capability", "loss_gap", "emergence_params",
     "PowerLawFit", "BrokenPowerLawFit", "fit_power_law", "fit_broken_power_law",
-    "information_criterion", "break_evidence", "fit_loss_surface", "isoflop_minimum",
+    "information_criterion", "break_evidence", "isoflop_minimum",
 ]
 
 _K = flops.TRAINING_PER_PARAM_TOKEN  # the 6 of C = 6ΨD, from dtbook.flops
@@ -631,48 +631,6 @@ def break_evidence(x, y, kind: str = "bic", noise=None):
     delta = (information_criterion(single.rss, single.n, single.k, kind, noise)
              - information_criterion(broken.rss, broken.n, broken.k, kind, noise))
     return single, broken, delta
-
-
-def fit_loss_surface(params, tokens, losses, init: LossLaw | None = None) -> LossLaw:
-    """Fit L(Ψ, D) = E + A/Ψ^α + B/D^β to measured (Ψ, D, loss) triples: Chinchilla's
-    Approach 3 (chapter 08).
-
-    Least squares on log L (Hoffmann et al. use a Huber loss on the same residual, which only
-    matters with outliers). Started from the best of a grid over (α, β), where (E, A, B)
-    follow by linear least squares, then refined in all five. Returns a :class:`LossLaw`.
-    """
-    n_, d_, l_ = (np.asarray(a, dtype=float).ravel() for a in (params, tokens, losses))
-    if not (n_.shape == d_.shape == l_.shape) or len(n_) < 6:
-        raise ValueError("params, tokens and losses must have the same length, at least 6")
-    for name, arr in (("params", n_), ("tokens", d_), ("losses", l_)):
-        check.positive(name, arr)
-    logl = np.log(l_)
-
-    def residual(p):  # p = (log A, log B, log E, alpha, beta)
-        pred = np.exp(p[2]) + np.exp(p[0] - p[3] * np.log(n_)) + np.exp(p[1] - p[4] * np.log(d_))
-        return np.log(pred) - logl
-
-    if init is None:
-        best = None
-        for al in np.linspace(0.05, 1.5, 30):
-            for be in np.linspace(0.05, 1.5, 30):
-                basis = np.stack([np.ones_like(n_), n_**-al, d_**-be], 1)
-                coef, *_ = np.linalg.lstsq(basis, l_, rcond=None)
-                if np.any(coef <= 0):
-                    continue
-                p = np.array([math.log(coef[1]), math.log(coef[2]), math.log(coef[0]), al, be])
-                cost = float((residual(p) ** 2).sum())
-                if best is None or cost < best[1]:
-                    best = (p, cost)
-        if best is None:
-            raise ValueError("no positive (E, A, B) fits these losses; is the loss falling with Ψ and D?")
-        p0 = best[0]
-    else:
-        p0 = np.array([math.log(init.A), math.log(init.B), math.log(init.E), init.alpha, init.beta])
-    p, rss = _levenberg_marquardt(residual, p0, iters=500)
-    return LossLaw(E=float(np.exp(p[2])), A=float(np.exp(p[0])), B=float(np.exp(p[1])),
-                   alpha=float(p[3]), beta=float(p[4]),
-                   source=f"least-squares fit of log L to {len(n_)} (Ψ, D, L) points, RSS {rss:.3g}")
 
 
 def isoflop_minimum(params, losses):

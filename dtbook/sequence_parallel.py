@@ -23,12 +23,13 @@ from __future__ import annotations
 import numpy as np
 
 from . import _validate as check
+from . import activations as act
 from . import comm
 from .symbolic import maximum, minimum
 from . import tensor_parallel as tpar
 
 __all__ = [
-    "attention_scores_bytes", "attention_activation_bytes", "ring_activation_bytes",
+    "attention_activation_bytes", "ring_activation_bytes",
     "ulysses_scores_bytes", "norm_activation_bytes", "megatron_sp_bytes",
     "ring_kv_step_bytes", "ring_kv_transfers", "ring_kv_bytes", "ulysses_bytes",
     "ring_ulysses_ratio", "hidden_fraction", "ring_time", "causal_blocks",
@@ -45,25 +46,16 @@ def _shape(batch, seq, hidden=None, value_bytes=None):
         check.positive("value_bytes", value_bytes)
 
 
-def attention_scores_bytes(batch, seq, heads, *, value_bytes=2):
-    """The attention matrix of one layer, materialised: b·n_h·S²·s bytes (chapter 17).
-
-    At S = 128K, b = 1, n_h = 32 in fp16 this is about 1.1 TB: the s² term no device holds."""
-    _shape(batch, seq, value_bytes=value_bytes)
-    check.positive("heads", heads)
-    return batch * heads * seq**2 * value_bytes
-
-
 def attention_activation_bytes(batch, seq, hidden, heads, *, value_bytes=2):
     """A two-term model of one layer's attention activations:
     (2bSH + b·n_h·S²)·s bytes, the input and output of the block plus the attention matrix
-    (:func:`attention_scores_bytes`) (chapter 17). The second term grows with S² and
-    dominates once S > 2H/n_h. Not :func:`dtbook.activations.layer_activation_bytes`,
+    (:func:`dtbook.activations.attention_scores_bytes`) (chapter 17). The second term grows
+    with S² and dominates once S > 2H/n_h. Not :func:`dtbook.activations.layer_activation_bytes`,
     chapter 06's count of everything a layer keeps."""
     _shape(batch, seq, hidden, value_bytes)
     check.positive("heads", heads)
     return (2 * tpar.activation_bytes(batch, seq, hidden, bytes_per_element=value_bytes)
-            + attention_scores_bytes(batch, seq, heads, value_bytes=value_bytes))
+            + act.attention_scores_bytes(batch, seq, heads, value_bytes=value_bytes))
 
 
 def ring_activation_bytes(batch, seq, hidden, heads, world, *, value_bytes=2):
@@ -76,7 +68,7 @@ def ring_activation_bytes(batch, seq, hidden, heads, world, *, value_bytes=2):
     check.count("world", world)
     local = seq / world
     return (5 * tpar.activation_bytes(batch, local, hidden, bytes_per_element=value_bytes)
-            + attention_scores_bytes(batch, local, heads, value_bytes=value_bytes))
+            + act.attention_scores_bytes(batch, local, heads, value_bytes=value_bytes))
 
 
 def ulysses_scores_bytes(batch, seq, heads, world, *, value_bytes=2):
@@ -85,7 +77,7 @@ def ulysses_scores_bytes(batch, seq, heads, world, *, value_bytes=2):
     _shape(batch, seq, value_bytes=value_bytes)
     check.positive("heads", heads)
     check.count("world", world)
-    return attention_scores_bytes(batch, seq, heads / world, value_bytes=value_bytes)
+    return act.attention_scores_bytes(batch, seq, heads / world, value_bytes=value_bytes)
 
 
 def norm_activation_bytes(batch, seq, hidden, tp, *, value_bytes=2,

@@ -22,7 +22,7 @@ import sympy as sp
 
 from . import _validate as check
 from . import comm, memory
-from .data_parallel import compute_time
+from .data_parallel import compute_time, gradient_bytes_sent
 from .symbolic import maximum
 
 __all__ = ["memory_limit", "memory_reduction", "step_comm_bytes", "zero3_comm_time",
@@ -77,7 +77,8 @@ def step_comm_bytes(params, world, stage, param_bytes=2, grad_bytes=2, naive=Fal
     """Bytes each rank sends per step under ZeRO ``stage`` with ring collectives
     (chapter 20; the rings are chapter 12's).
 
-    - stage 0 (DP): all-reduce of the gradients, 2(P − 1)/P · Ψ·s_g;
+    - stage 0 (DP): all-reduce of the gradients, 2(P − 1)/P · Ψ·s_g
+      (:func:`dtbook.data_parallel.gradient_bytes_sent`);
     - stages 1 and 2: reduce-scatter of the gradients, step on the shard, all-gather of the
       parameters: (P − 1)/P · Ψ·(s_g + s_p), the same as DP when s_g = s_p;
     - stage 1 with ``naive=True``: a full all-reduce, then the all-gather, 1.5 × DP;
@@ -96,7 +97,7 @@ def step_comm_bytes(params, world, stage, param_bytes=2, grad_bytes=2, naive=Fal
         return comm.traffic(collective, params * nbytes, world).sent_bytes
 
     if stage == 0:
-        return sent("allreduce", grad_bytes)
+        return gradient_bytes_sent(params, world, grad_bytes=grad_bytes)
     if naive:
         return sent("allreduce", grad_bytes) + sent("allgather", param_bytes)
     gathers = 2 if stage == 3 else 1

@@ -97,7 +97,7 @@ def _():
          "9H/((t − 1)s).",
 )
 def _():
-    return roofline.tp_intensity(H, T, act_bytes=2)
+    return roofline.tp_intensity(H, T, value_bytes=2)
 
 
 @exercise(

@@ -1,6 +1,6 @@
 """Exercises for chapter 17, Sequence Parallelism from Decomposability."""
 
-from dtbook import models
+from dtbook import activations, models
 from dtbook import sequence_parallel as sq
 from dtbook.exercises import exercise
 from dtbook.units import ms
@@ -20,8 +20,8 @@ K = 1024
 )
 def _():
     S = 256 * K
-    return (sq.attention_scores_bytes(1, S, 32, value_bytes=2),
-            sq.attention_scores_bytes(1, S / 8, 32, value_bytes=2))
+    return (activations.attention_scores_bytes(1, S, 32, value_bytes=2),
+            activations.attention_scores_bytes(1, S / 8, 32, value_bytes=2))
 
 
 @exercise(
@@ -102,7 +102,7 @@ def _():
 )
 def _():
     S = 1024 * K
-    block = sq.attention_scores_bytes(1, S / 8, 1, value_bytes=2)
+    block = activations.attention_scores_bytes(1, S / 8, 1, value_bytes=2)
     state = sq.flash_ring_bytes(S, 128, 8, value_bytes=2)
     return block, state, block / state
 

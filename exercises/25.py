@@ -1,6 +1,6 @@
 """Exercises for chapter 25, 4D and 5D Parallelism."""
 
-from dtbook import axes, memory, models
+from dtbook import axes, comm, memory, models, moe
 from dtbook import sequence_parallel as sp_
 from dtbook.exercises import exercise
 
@@ -18,7 +18,7 @@ _ROUTING = [0.30, 0.05, 0.25, 0.10, 0.05, 0.10, 0.10, 0.05]
     book_answer=29.4,
 )
 def _():
-    return axes.ep_tokens_sent(2048, 2, 8) * 4096 * 2
+    return comm.traffic("alltoall", moe.alltoall_bytes(2048, 4096, 2, 2), 8).sent_bytes
 
 
 @exercise(

@@ -183,17 +183,11 @@ def split_leading_imports(cells: list) -> list:
 
 
 def _chapter_files() -> dict:
-    """{(6, ""): Path(".../06-estimation-discipline.ipynb"), (13, "a"): ...} from the table of
-    contents: the chapters a reference can link to."""
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    found = {}
-    for part in toc.get("parts", []):
-        for entry in part.get("chapters", []):
-            path = ROOT / (entry["file"] + ".ipynb")
-            m = re.match(r"(\d+)([a-z]?)-", path.name)
-            if m and path.exists():
-                found[(int(m.group(1)), m.group(2))] = path
-    return found
+    """{"06": Path(".../06-estimation-discipline.ipynb"), "13a": ...}: the chapters the table of
+    contents builds, which a reference can link to (:func:`dtbook.edition.chapter_notebooks`)."""
+    sys.path.insert(0, str(ROOT))
+    from dtbook.edition import chapter_notebooks
+    return chapter_notebooks(ROOT, in_toc=True)
 
 
 # Spans a chapter reference is never rewritten in: links already made, inline code and roles,
@@ -230,7 +224,7 @@ def link_chapter_references(text: str, here: Path, chapters: dict) -> str:
 
     def target(number: str):
         m = re.fullmatch(r"(\d+)([a-z]?)", number)
-        path = chapters.get((int(m.group(1)), m.group(2)))
+        path = chapters.get(f"{int(m.group(1)):02d}{m.group(2)}")
         if path is None or path.resolve() == here.resolve():
             return None
         return os.path.relpath(path, here.parent).replace(os.sep, "/")

@@ -27,8 +27,6 @@ def test_symbolic_tradeoff_identity():
     assert_same(E, B * S, "examples = batch x steps")
     assert sp.simplify(bs.tradeoff(S, E, Smin, Smin * Bn) - 1) == 0
     assert_same(bs.critical_batch(Smin, Smin * Bn), Bn)
-    assert_same(bs.time_efficiency(B, Bn), Smin / S)
-    assert_same(bs.data_efficiency(B, Bn), Smin * Bn / E)
 
 
 def test_symbolic_optimal_step():
@@ -71,7 +69,6 @@ def test_symbolic_lars():
 
 def test_at_the_critical_batch_both_double():
     assert bs.steps(512, 512, 100) == 200 and bs.examples(512, 512, 51200) == 102400
-    assert bs.time_efficiency(512, 512) == bs.data_efficiency(512, 512) == 0.5
 
 
 def test_book_exercise_numbers():

@@ -96,6 +96,7 @@ def _baselines():
         "comm.bus_factor": dict(collective="allreduce", p=8),
         **{f"mesh.{f}": dict(dims=(8, 4, 8)) for f in ("world_size", "total_groups", "axis_strides")},
         "mesh.rank_of": dict(coords=(1, 2, 3), dims=(8, 4, 8)),
+        "moe.rank_of": dict(tp_index=1, ep_index=2, dp_index=3, tp=4, ep=8),
         "mesh.local_shape": dict(shape=(64, 32), dims=(2, 4), placements=("R", "S0")),
         "mesh.redistribution": dict(src="S0", dst="R", nbytes=1e9, p=8),
         "mesh.redistribute_time": dict(src="S0", dst="R", nbytes=1e9, p=8, alpha=1e-5, beta=5e10),
@@ -109,7 +110,6 @@ def _baselines():
         "datapipe.pipeline_throughput": dict(_args=(1e3, 2e3, 5e2)),
         "fermi.combined_factor": dict(_args=(2.0, 3.0)),
         "fermi.worst_case_factor": dict(_args=(2.0, 3.0)),
-        "fermi.interval_product": dict(_args=((1.0, 2.0), (3.0, 4.0))),
         "flops.matmul_params": dict(cfg=cfg),
         "kv_cache.bytes_per_token_layer": dict(cfg=cfg),  # chapter 31a
         "flops.transformer_matmul_flops": dict(cfg=cfg, batch=4, seq=2048),
@@ -119,10 +119,6 @@ def _baselines():
         "scaling.fit_power_law": dict(x=x, y=3.0 * x ** -0.3),
         "scaling.fit_broken_power_law": dict(x=x, y=3.0 * x ** -0.3),
         "scaling.break_evidence": dict(x=x, y=3.0 * x ** -0.3),
-        "scaling.fit_loss_surface": dict(
-            params=np.repeat([1e7, 1e8, 1e9], 3), tokens=np.tile([1e9, 1e10, 1e11], 3),
-            losses=1.7 + 400 / np.repeat([1e7, 1e8, 1e9], 3) ** 0.34
-            + 410 / np.tile([1e9, 1e10, 1e11], 3) ** 0.28),
         "pipeline_parallel.load_balance_efficiency": dict(stage_times=[3.0, 4.0, 5.0]),
         "pipeline_parallel.stage_times": dict(layer_times=[1.0, 2.0, 3.0, 4.0], boundaries=[2]),
         "pipeline_parallel.best_partition": dict(layer_times=[1.0, 2.0, 3.0, 4.0], p=2),

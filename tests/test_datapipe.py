@@ -47,10 +47,10 @@ def test_io_intensity_and_ridge():
     assert intensity == pytest.approx(6 * 70e9 / (2048 * 1.2))
     # at the ridge, the storage ceiling meets the compute roof
     ridge = dp.io_ridge_point(H100_BF16, 2 * MB)
-    assert dp.attainable_flops(H100_BF16, 2 * MB, ridge) == pytest.approx(H100_BF16)
-    assert dp.attainable_flops(H100_BF16, 2 * MB, ridge / 4) == pytest.approx(H100_BF16 / 4)
+    assert dp.attainable_flops(ridge, H100_BF16, 2 * MB) == pytest.approx(H100_BF16)
+    assert dp.attainable_flops(ridge / 4, H100_BF16, 2 * MB) == pytest.approx(H100_BF16 / 4)
     # other ceilings bind when they are lower
-    assert dp.attainable_flops(100.0, 1.0, 1e3, 30.0, 50.0) == 30.0
+    assert dp.attainable_flops(1e3, 100.0, 1.0, 30.0, 50.0) == 30.0
 
 
 def test_storage_bound_iff_intensity_below_ridge():
@@ -68,7 +68,6 @@ def test_storage_bound_iff_intensity_below_ridge():
 def test_read_amplification_and_compression():
     assert dp.read_amplification(1 * MB, 4 * KB) == pytest.approx(250)
     assert dp.compression_ratio(3 * GB, 1 * GB) == 3
-    assert dp.compressed_bytes_per_token(4.0, 2.0) == 2.0
 
 
 def test_compression_helps_only_when_decode_outruns_storage():

@@ -56,7 +56,6 @@ def test_ranges():
     assert m / f == pytest.approx(0.3) and m * f == pytest.approx(0.5)
     m90, f90 = E.lognormal_from_range(0.3, 0.5, coverage=0.9)
     assert f90 < f  # a range held with more confidence implies a smaller σ
-    assert E.interval_product((1, 2), (3, 4)) == (3, 8)
 
 
 @pytest.mark.parametrize("call, name", [
@@ -64,7 +63,6 @@ def test_ranges():
     (lambda: E.combined_factor(), "at least one"),
     (lambda: E.lognormal_from_range(0.5, 0.3), "high"),
     (lambda: E.lognormal_from_range(0.3, 0.5, 1.0), "coverage"),
-    (lambda: E.interval_product((2, 1)), "intervals"),
     (lambda: E.sample_product([1, 2], [2]), "medians"),
     (lambda: E.fermi_params(0, 10, 10), "layers"),
 ])

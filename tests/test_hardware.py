@@ -10,8 +10,8 @@ from dtbook.units import GB, TB, TFLOP, PFLOP, GiB
 
 
 def test_listings():
-    assert hardware.accelerators() == ["a100-80gb", "h100-sxm", "h200", "b200"]
-    assert hardware.links() == ["nvlink4", "nvlink5", "ib-ndr400", "nvlink3", "ib-hdr200",
+    assert hardware.accelerators() == ["a100-80gb", "h100-sxm", "h200", "h800", "b200"]
+    assert hardware.links() == ["nvlink4", "nvlink4-h800", "nvlink5", "ib-ndr400", "nvlink3", "ib-hdr200",
                                 "opa-100", "pcie5-x16", "ethernet-100g"]
     assert hardware.names() == hardware.accelerators() + hardware.links()
     for name in hardware.accelerators():
@@ -97,8 +97,9 @@ def test_accelerator_units(name):
 # What nvidia-smi prints as each part's total memory (MiB), from the sources the catalog cites:
 # NVIDIA/cuda-samples #311 (H200), NVIDIA/nccl #1264 (H100), NVIDIA/TensorRT-LLM #10278 (B200),
 # modal-labs/modal-client #2797 (A100 80GB and H100).
-NVIDIA_SMI_MIB = {"a100-80gb": 81920, "h100-sxm": 81559, "h200": 143771, "b200": 183359}
-SOLD_AS_GB = {"a100-80gb": 80, "h100-sxm": 80, "h200": 141, "b200": 180}
+# the H800 is an H100 SXM with NVLink cut: its HBM is the H100's (no nvidia-smi reading of its own found)
+NVIDIA_SMI_MIB = {"a100-80gb": 81920, "h100-sxm": 81559, "h200": 143771, "h800": 81559, "b200": 183359}
+SOLD_AS_GB = {"a100-80gb": 80, "h100-sxm": 80, "h200": 141, "h800": 80, "b200": 180}
 
 
 @pytest.mark.parametrize("name", hardware.accelerators())
@@ -229,7 +230,7 @@ def test_measured_memory_bandwidth_sits_below_the_datasheet():
 
 
 def test_plannable_accelerators_have_every_measured_rate():
-    assert hardware.plannable() == ["a100-80gb", "h100-sxm", "h200"]
+    assert hardware.plannable() == ["a100-80gb", "h100-sxm", "h200", "h800"]
     for name in hardware.plannable():
         hardware.matmul_ceiling(name), hardware.memory_ceiling(name), hardware.attention_kernel(name)
     from dtbook import plan

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from dtbook.edition import chapter_notebooks
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "chapters").rglob("*.ipynb"))
 NOTEBOOKS = [p for p in NOTEBOOKS if ".ipynb_checkpoints" not in p.parts]
@@ -252,16 +254,6 @@ def test_glued_numbers_never_print_as_1e_plus(path):
 
 # ---- chapters link each other; setup and bookkeeping stay off the page (issue 20) ---------------
 
-def _chapter_numbers() -> dict:
-    """{"06": path, "13a": path}: every chapter in the book by its number, read from the files."""
-    found = {}
-    for path in NOTEBOOKS:
-        m = re.match(r"(\d+[a-z]?)-", path.name)
-        if m:
-            found[m.group(1)] = path
-    return found
-
-
 def _prose(text: str) -> str:
     """Markdown with what a reference may legitimately sit in removed: links, inline code,
     math, headings and directive lines (an exercise title is not a place for a link)."""
@@ -287,7 +279,7 @@ def _prose(text: str) -> str:
 def test_chapter_references_are_links(path):
     """'chapter 20' in the prose is a link to chapter 20 (DESIGN.md, "What the page shows"),
     every link to a notebook reaches one, and no page points at a chapter the book lacks."""
-    numbers = _chapter_numbers()
+    numbers = chapter_notebooks(ROOT)
     own = re.match(r"(\d+[a-z]?)-", path.name).group(1)
     plain, broken = [], []
     for cell in _cells(path):

@@ -58,7 +58,9 @@ def test_memory_state_is_zero_state_bytes():
     for zero in (0, 1, 2, 3):
         e = plan.estimate(cfg, **BASE, zero=zero)
         psi = cfg.num_params() / (8 * 2)
-        assert e.breakdown["memory_state"] == pytest.approx(memory.zero_state_bytes(psi, 4, zero))
+        # BF16 parameters with Megatron's FP32 gradient buffer: 18 bytes, 6 + 12/d (W3, issue 22)
+        assert e.breakdown["memory_state"] == pytest.approx(
+            memory.zero_state_bytes(psi, 4, zero, grad_bytes=4))
 
 
 def test_flops_convention_is_model_flops_with_causal_attention():
@@ -99,7 +101,7 @@ def test_fixed_arguments_are_respected():
 
 @pytest.mark.parametrize("kwargs, word", [
     (dict(tp=8, pp=2, dp=5), "gpus"),
-    (dict(tp=8, pp=5, dp=1, gpus=40), "pp"),
+    (dict(tp=1, pp=40, dp=1, gpus=40), "pp"),   # 40 stages, 32 layers (5 now splits 6,7,7,7,5)
     (dict(tp=3, pp=2, dp=4, gpus=24), "tp"),
     (dict(tp=8, pp=2, dp=4, gpu="tpu-v9"), "tpu-v9"),
     (dict(tp=8, pp=2, dp=4, recompute="half"), "recompute"),
@@ -135,8 +137,13 @@ def test_validation_against_the_stated_target():
     #   check, test_layer_against_korthikanti_table_4, puts the layer itself near the
     #   measurement) and by at most 2 * TARGET_WORST: the planner still accounts for
     #   1 / (1 + 2 * TARGET_WORST), two thirds, of their reported step time.
-    rows = plan.validate()
-    assert len(rows) == len(runs.names())
+    # These bounds hold the rows the planner was built against (in sample). The rows added
+    # after their mechanisms (issue 22's FSDP2 and MoE runs, out of sample) are held only by
+    # the whole target, the strict xfail tests below, and are summarised apart (the next test).
+    everything_rows = plan.validate()
+    assert len(everything_rows) == len(runs.names())
+    rows = [r for r in everything_rows if not r["out_of_sample"]]
+    assert len(rows) == len([n for n in runs.names() if not runs.get(n).out_of_sample])
     assert all(r["fits"] for r in rows)  # a published layout ran, so it must fit
     deepspeed = {n for n in runs.names() if runs.get(n).software == "megatron-deepspeed"}
     assert deepspeed == DEEPSPEED_ROWS
@@ -157,6 +164,32 @@ def test_validation_against_the_stated_target():
     assert set(everything["outside"]) == {r["name"] for r in rows
                                           if abs(r["error"]) > plan.TARGET_WORST}
     assert set(everything["outside"]) <= deepspeed
+    assert plan.summary(everything_rows)["in_sample"] == {
+        k: v for k, v in everything.items() if k not in ("in_sample", "out_of_sample")}
+
+
+def test_summary_reports_out_of_sample_rows_apart():
+    # summary() over every row gives the whole table and, apart, the rows the planner was
+    # built against and those added after their mechanisms (dtbook.runs' out_of_sample)
+    rows = plan.validate()
+    s = plan.summary(rows)
+    outside = [r for r in rows if r["out_of_sample"]]
+    inside = [r for r in rows if not r["out_of_sample"]]
+    assert outside and s["out_of_sample"]["count"] == len(outside)
+    assert s["in_sample"]["count"] == len(inside) and s["count"] == len(rows)
+    planned = [r for r in outside if r["error"] is not None]
+    assert s["out_of_sample"]["median"] == pytest.approx(np.median([abs(r["error"]) for r in planned]))
+    assert set(s["out_of_sample"]["unplanned"]) == {r["name"] for r in outside if r["error"] is None}
+    assert set(s["outside"]) == set(s["in_sample"]["outside"]) | set(s["out_of_sample"]["outside"])
+    for r in rows:          # a row the planner cannot plan says why, and has no error
+        assert (r["error"] is None) == (r["predicted"] is None) == (r["failure"] is not None)
+    # a hand-made table: the split by the flag, and an unplanned row never meets the target
+    hand = [dict(name="a", error=0.05), dict(name="b", error=0.02, out_of_sample=True),
+            dict(name="c", error=None, out_of_sample=True)]
+    got = plan.summary(hand)
+    assert got["in_sample"]["meets"] and not got["out_of_sample"]["meets"]
+    assert got["out_of_sample"]["unplanned"] == ["c"] and got["median"] == pytest.approx(0.035)
+    assert plan.summary(hand[:1])["out_of_sample"] is None
 
 
 # strict: the day the planner meets the target these turn red, and the mark (and chapter 27's
@@ -165,6 +198,8 @@ def test_validation_against_the_stated_target():
                    reason="the planner misses its stated target today (chapter 27 names the rows "
                           "outside TARGET_WORST and gives the median)")
 def test_validation_target_over_every_row():
+    # the median row within TARGET_MEDIAN and every row within TARGET_WORST, over every row,
+    # dense and MoE, A100 and H100, in sample and out of sample (no row left unplanned)
     assert plan.summary(plan.validate())["meets"]
 
 
@@ -172,7 +207,8 @@ def test_validation_target_over_every_row():
                    reason="the rows within TARGET_WORST miss TARGET_MEDIAN today: every A100 row "
                           "is over-predicted (chapter 27)")
 def test_in_band_rows_meet_the_median_target():
-    rows = [r for r in plan.validate() if abs(r["error"]) <= plan.TARGET_WORST]
+    rows = [r for r in plan.validate()
+            if r["error"] is not None and abs(r["error"]) <= plan.TARGET_WORST]
     assert plan.summary(rows)["median"] <= plan.TARGET_MEDIAN
 
 
@@ -311,10 +347,12 @@ def test_gradients_reduce_in_fp32_unless_fp16_and_the_optimizer_reads_its_bytes(
     beta = ib.beta * protocol_efficiency(ib)
     assert bf16.breakdown["dp_comm"] - fp16.breakdown["dp_comm"] == pytest.approx(
         comm.allreduce_time(4 * psi, 4, ib.alpha, beta) - comm.allreduce_time(2 * psi, 4, ib.alpha, beta))
-    # Adam 30 B + norm 4 B per local parameter (ZeRO-1 shards over 4), zeroing 4 B per parameter
+    # Adam 30 B + the 16-bit copy's read of the master 4 B (Megatron's separate
+    # _copy_main_params_to_model_params) + norm 4 B per local parameter (ZeRO-1 shards over 4),
+    # zeroing 4 B per parameter
     z1 = plan.estimate(cfg, **{**kw, "zero": 1})
     hbm = hardware.memory_ceiling("a100-80gb").triad
-    assert z1.breakdown["optimizer"] == pytest.approx((34 * psi / 4 + 4 * psi) / hbm)
+    assert z1.breakdown["optimizer"] == pytest.approx((38 * psi / 4 + 4 * psi) / hbm)
 
 
 def test_gradient_reduction_after_the_pipeline_is_all_exposed():

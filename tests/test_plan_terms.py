@@ -181,11 +181,17 @@ def test_ep_term_is_chapter_18s_layer_alltoall_time(case):
         if not cfg.is_moe or c["ep"] == 1:
             assert ep_t.total[i] == 0
             continue
-        T = c["micro_batch"] * _seq(job, c)
-        t = moe.layer_alltoall_time(int(T), cfg.hidden, c["ep"],
-                                    *_links(job, c["tp"] * c["ep"] <= job.gpus_per_node),
-                                    experts_per_token=cfg.experts_per_token)
-        assert ep_t.total[i] == pytest.approx((cfg.layers - cfg.dense_layers) / cfg.layers * t)
+        T, ep, k, E = c["micro_batch"] * _seq(job, c), c["ep"], cfg.experts_per_token, cfg.experts
+        # ranks in the order TP, CP, EP: g of the EP group's ranks share a node; the rest of
+        # the all-to-all crosses the scale-out link while that share runs on NVLink
+        g = min(ep, max(1, job.gpus_per_node // (c["tp"] * c["cp"])))
+        t_up, t_out = (moe.layer_alltoall_time(int(T), cfg.hidden, ep, *_links(job, inside),
+                                               experts_per_token=k) for inside in (True, False))
+        t = t_up if g >= ep else max(t_out * (ep - g) / (ep - 1), t_up * (g - 1) / (ep - 1))
+        # the busiest EP rank: chapter 18's (1 - 1/ep) load quantile over its E/ep experts
+        c_e = moe.capacity_factor_for_overflow(int(ep * T), E, k, overflow=1 / ep)
+        load = 1 + (c_e - 1) * np.sqrt(ep / E)
+        assert ep_t.total[i] == pytest.approx((cfg.layers - cfg.dense_layers) / cfg.layers * t * load)
 
 
 def test_pp_term_is_chapter_16s_message_over_the_links(case):
@@ -268,16 +274,22 @@ def test_zero3_and_optimizer_terms(case):
         gather = comm.allgather_time(2 * psi, reps, *job.out_ab)
         assert z3[i] == pytest.approx(m * max(0.0, 2 * gather - 0.01) if c["zero"] == 3 else 0.0)
         local = psi / (reps if c["zero"] >= 1 else 1)
-        adam = offload.optimizer_step_bytes(grad_bytes=4)
+        # Adam, the 16-bit copy's second read of the master weight (Megatron's
+        # _copy_main_params_to_model_params), with FP16 gradients their cast and unscale
+        adam = offload.optimizer_step_bytes(grad_bytes=4) + 4 + (14 if job.dtype == "fp16" else 0)
         assert opt[i] == pytest.approx(((adam + 4) * local + 4 * psi) / triad)
 
 
 def test_state_memory_is_chapter_20s_zero_state(case):
     cfg, job, lay, configs, _, _ = case
     state = terms.state_memory(job, lay, terms.params_per_gpu(job, lay))
+    # Megatron's gradient buffer (W3, issue 22): FP32 with BF16; FP16 plus an FP32 main-grad
+    # copy held with the optimizer state with FP16 (tests/test_plan_memory.py: the README's table)
+    widths = (dict(grad_bytes=2, optimizer_bytes=12) if job.dtype == "fp16"
+              else dict(grad_bytes=4))
     for i, c in enumerate(configs):
         assert state[i] == pytest.approx(
-            memory.zero_state_bytes(_params(cfg, c), c["dp"] * c["cp"], c["zero"]))
+            memory.zero_state_bytes(_params(cfg, c), c["dp"] * c["cp"], c["zero"], **widths))
 
 
 def test_activation_memory_is_chapter_06s_breakdown_times_chapter_16s_in_flight(case):
@@ -325,8 +337,8 @@ def test_evaluate_is_the_sum_of_the_terms(case):
     time_terms = ("compute", "recompute", "elementwise", "grad_accum", "tp_comm", "cp_comm",
                   "ep_comm", "pp_comm", "bubble", "dp_comm", "zero3_comm", "optimizer")
     np.testing.assert_allclose(sum(out[k] for k in time_terms), out["step_time"], rtol=1e-12)
-    np.testing.assert_allclose(out["memory_state"] + out["memory_activations"],
-                               out["memory_per_gpu"], rtol=1e-12)
+    np.testing.assert_allclose(out["memory_state"] + out["memory_activations"]
+                               + out["memory_framework"], out["memory_per_gpu"], rtol=1e-12)
     for i, c in enumerate(configs):   # and estimate() of one configuration is the same row
         gpus = c["tp"] * c["pp"] * c["dp"] * c["cp"]
         e = plan.estimate(cfg, gpus=gpus, **{k: c[k] for k in KNOBS[:-1]},

@@ -64,7 +64,10 @@ def test_step_time_and_symbols():
 def test_sqrt_reduction_against_brute_force(layers):
     ks = np.linspace(0.5, layers, 200001)
     best = np.min(activations.checkpointed_activation_bytes(layers, 1.0, ks))
-    assert math.isclose(layers / best, recompute.sqrt_checkpoint_reduction(layers), rel_tol=1e-6)
+    at_k_star = activations.checkpointed_activation_bytes(
+        layers, 1.0, activations.optimal_checkpoint_interval(layers))
+    assert math.isclose(best, at_k_star, rel_tol=1e-6)
+    assert math.isclose(layers / at_k_star, math.sqrt(layers) / 2)   # the √L/2 reduction
 
 
 def test_live_bytes_after_forward_equals_what_autograd_saves():

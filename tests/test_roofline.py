@@ -120,15 +120,15 @@ def test_tp_and_pp_intensity_follow_from_the_byte_counts():
     s, t, p = sp.symbols("s t p", positive=True)
     tokens = batch * seq
     tp_flops = 72 * hidden**2 * tokens / t
-    assert_same(roofline.tp_intensity(hidden, t, act_bytes=s),
+    assert_same(roofline.tp_intensity(hidden, t, value_bytes=s),
                 tp_flops / (4 * 2 * (t - 1) / t * tokens * hidden * s))   # four ring all-reduces
-    assert_same(roofline.tp_intensity(hidden, t, act_bytes=s),
+    assert_same(roofline.tp_intensity(hidden, t, value_bytes=s),
                 tp_flops / tensor_parallel.layer_comm_bytes(batch, seq, hidden, t,
                                                             bytes_per_element=s))
     pp_flops = 72 * hidden**2 * layers / p * tokens
-    assert_same(roofline.pp_intensity(hidden, layers, p, act_bytes=s),
+    assert_same(roofline.pp_intensity(hidden, layers, p, value_bytes=s),
                 pp_flops / (2 * tokens * hidden * s))   # activation forward, gradient backward
-    assert roofline.tp_intensity(8192, 8, act_bytes=2) == pytest.approx(9 * 8192 / 14)
+    assert roofline.tp_intensity(8192, 8, value_bytes=2) == pytest.approx(9 * 8192 / 14)
     with pytest.raises(ValueError, match="tp"):
         roofline.tp_intensity(8192, 1)
 

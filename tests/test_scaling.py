@@ -314,16 +314,6 @@ def test_information_criterion():
         scaling.information_criterion(1.0, 10, 2, "hqc")
 
 
-def test_fit_loss_surface_recovers_the_law():
-    psi = np.logspace(7, 10, 6)
-    d = np.logspace(9, 12, 6)
-    P, T = np.meshgrid(psi, d)
-    law = scaling.fit_loss_surface(P, T, scaling.loss(P, T))
-    for name in ("E", "alpha", "beta"):
-        assert getattr(law, name) == pytest.approx(getattr(CHINCHILLA, name), rel=0.01)
-    assert scaling.optimal_exponents(law)[0] == pytest.approx(scaling.optimal_exponents()[0], abs=0.005)
-
-
 def test_isoflop_minimum():
     psi = np.logspace(8, 11, 9)
     c = 1e21

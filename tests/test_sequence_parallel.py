@@ -10,7 +10,7 @@ import pytest
 import sympy as sp
 import torch
 
-from dtbook import comm
+from dtbook import activations, comm
 from dtbook import sequence_parallel as sq
 from dtbook import tensor_parallel as tpf
 from dtbook.parallel import sequence_parallel as sequence
@@ -41,11 +41,11 @@ def test_volumes_against_message_counts(p):
 def test_symbolic_ratio_and_memory():
     P, S, H, b = sp.symbols("P S H b", positive=True)
     assert same(sq.ring_kv_bytes(b, S, H, P) / sq.ulysses_bytes(b, S, H, P), P / 2)
-    assert same(sq.attention_scores_bytes(b, S, 32) / sq.ulysses_scores_bytes(b, S, 32, P), P)
-    assert sq.attention_scores_bytes(1, 128 * 1024, 32, value_bytes=2) == 32 * (128 * 1024) ** 2 * 2
+    assert same(activations.attention_scores_bytes(b, S, 32) / sq.ulysses_scores_bytes(b, S, 32, P), P)
+    assert activations.attention_scores_bytes(1, 128 * 1024, 32, value_bytes=2) == 32 * (128 * 1024) ** 2 * 2
     # the two-term model is the block's input and output plus the scores
     assert same(sq.attention_activation_bytes(b, S, H, 32),
-                2 * 2 * b * S * H + sq.attention_scores_bytes(b, S, 32))
+                2 * 2 * b * S * H + activations.attention_scores_bytes(b, S, 32))
 
 
 def _te_backward_sends(p):

@@ -19,12 +19,12 @@ def test_is_symbolic_minimum_maximum():
     assert symbolic.maximum(x, 2) == sp.Max(x, 2)
 
 
-def test_storage_ceiling_is_bandwidth_times_intensity():
-    assert datapipe.storage_ceiling(2e9, 5e5) == pytest.approx(1e15)
-    b, i = sp.symbols("b i", positive=True)
-    assert datapipe.storage_ceiling(b, i) == b * i
+def test_storage_roofline_is_chapter_02s_roofline():
+    assert datapipe.attainable_flops(5e4, 1e15, 2e9) == pytest.approx(1e14)
+    b, i, f = sp.symbols("b i F", positive=True)
+    assert datapipe.attainable_flops(i, f, b) == sp.Min(f, b * i)
     with pytest.raises(ValueError, match="storage_bandwidth"):
-        datapipe.storage_ceiling(0, 1.0)
+        datapipe.attainable_flops(1.0, 1.0, 0)
 
 
 def test_frontier_coefficient_is_where_the_loss_is_flat_along_the_budget():

@@ -197,35 +197,37 @@ def run(steps=14, die_at=4, alone=3, timeout=90.0):
                                   join_timeout_ms=int(timeout * 1000),
                                   heartbeat_timeout_ms=int(HEARTBEAT_TIMEOUT * 1000))
     address = "http://127.0.0.1:" + lighthouse.address().rsplit(":", 1)[1]
-    procs = {}
-    try:
-        def start_replica(name, die, pause, seed):
-            p = ctx.Process(target=replica, args=(name, address, folder, steps, die, pause, seed,
-                                                   timeout), daemon=True)
-            p.start()
-            procs[name] = p
-        start_replica("0", -1, die_at + alone - 1, 0)
-        start_replica("1", die_at, -1, 0)
-        procs["1"].join(timeout)
-        _wait_for([os.path.join(folder, "alone.0")], time.monotonic() + timeout)
-        start_replica("2", -1, -1, 1)          # other initial weights: healing must fix them
-        for name in ("0", "2"):
-            procs[name].join(max(1.0, timeout - (time.perf_counter() - start)))
+    try:                                       # no folder outlives the call, whatever fails
+        procs = {}
+        try:
+            def start_replica(name, die, pause, seed):
+                p = ctx.Process(target=replica, args=(name, address, folder, steps, die, pause, seed,
+                                                       timeout), daemon=True)
+                p.start()
+                procs[name] = p
+            start_replica("0", -1, die_at + alone - 1, 0)
+            start_replica("1", die_at, -1, 0)
+            procs["1"].join(timeout)
+            _wait_for([os.path.join(folder, "alone.0")], time.monotonic() + timeout)
+            start_replica("2", -1, -1, 1)          # other initial weights: healing must fix them
+            for name in ("0", "2"):
+                procs[name].join(max(1.0, timeout - (time.perf_counter() - start)))
+        finally:
+            for p in procs.values():
+                if p.is_alive():
+                    p.kill()
+                    p.join(5)
+            lighthouse.shutdown()
+            _stop_fork_server()
+        out = {"exit": {n: p.exitcode for n, p in procs.items()},
+               "seconds": time.perf_counter() - start, "began": began, "lighthouse": address,
+               "logs": {}, "pids": {n: p.pid for n, p in procs.items()}}
+        for name in procs:
+            path = os.path.join(folder, f"{name}.jsonl")
+            out[name] = [json.loads(line) for line in open(path)] if os.path.exists(path) else []
+            path = os.path.join(folder, f"{name}.out")
+            if os.path.exists(path):
+                out["logs"][name] = open(path, errors="replace").read()[-3000:]
     finally:
-        for p in procs.values():
-            if p.is_alive():
-                p.kill()
-                p.join(5)
-        lighthouse.shutdown()
-        _stop_fork_server()
-    out = {"exit": {n: p.exitcode for n, p in procs.items()},
-           "seconds": time.perf_counter() - start, "began": began, "lighthouse": address,
-           "logs": {}, "pids": {n: p.pid for n, p in procs.items()}}
-    for name in procs:
-        path = os.path.join(folder, f"{name}.jsonl")
-        out[name] = [json.loads(line) for line in open(path)] if os.path.exists(path) else []
-        path = os.path.join(folder, f"{name}.out")
-        if os.path.exists(path):
-            out["logs"][name] = open(path, errors="replace").read()[-3000:]
-    shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
     return out

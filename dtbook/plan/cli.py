@@ -31,6 +31,17 @@ _OWN = {"model", "gpus", "gpu", "global_batch", "seq", "zero", "recompute", "dty
         "gpus_per_node", "attention", "pipeline_engine", "node", *_FIX, *_SWITCHES}
 
 
+def _count(text):
+    """argparse type: a whole number >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text!r}")
+    return value
+
+
 def _whole(text):
     """argparse type: a whole number >= 1 (``1_000_000`` is fine)."""
     try:
@@ -50,7 +61,7 @@ def _extra_knobs():
     for name, par in inspect.signature(estimate).parameters.items():
         if name in _OWN or par.kind is not par.KEYWORD_ONLY:
             continue
-        out.append((name, par.default))
+        out.append((name, par.default, str(par.annotation)))
     return out
 
 
@@ -98,7 +109,7 @@ def _parser():
     for name, text in _SWITCHES.items():
         sw.add_argument("--" + name.replace("_", "-"), dest=name,
                         action=argparse.BooleanOptionalAction, default=None, help=text)
-    for name, default in _extra_knobs():
+    for name, default, annotation in _extra_knobs():
         flag = "--" + name.replace("_", "-")
         if isinstance(default, bool):
             sw.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None,
@@ -106,6 +117,9 @@ def _parser():
         elif isinstance(default, int):
             sw.add_argument(flag, dest=name, type=_whole, default=None,
                             help=f"estimate's {name} (default: {default})")
+        elif default is None and annotation.startswith("int"):   # e.g. int | None: 0 allowed
+            sw.add_argument(flag, dest=name, type=_count, default=None,
+                            help=f"estimate's {name} (default: chosen by the planner)")
         else:
             sw.add_argument(flag, dest=name, default=None,
                             help=f"estimate's {name} (default: {default})")
@@ -218,7 +232,7 @@ def _plan(args, err):
     gpu, node, gpn = _hardware(args)
     fixed = {k: getattr(args, k) for k in _FIX if getattr(args, k) is not None}
     for k in ("zero", "recompute", "dtype", "attention", "pipeline_engine", *_SWITCHES,
-              *(name for name, _ in _extra_knobs())):
+              *(name for name, *_ in _extra_knobs())):
         if getattr(args, k) is not None:
             fixed[k] = getattr(args, k)
     if node is not None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import _validate as check
-from .. import hardware, models
+from .. import hardware, models, pipeline_parallel
 from . import terms
 from .gemm import matmul_time  # noqa: F401 (the planner's GEMM model, chapter 27)
 from .terms import COLUMNS, elementwise_values, links_for, protocol_efficiency  # noqa: F401
@@ -46,7 +46,9 @@ def resolve_model(model) -> models.TransformerConfig:
 
 def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols, attention="flash",
              overlap_grad_reduce=True, gradient_accumulation_fusion=True,
-             pipeline_engine="megatron", node=None):
+             pipeline_engine="megatron", node=None, data_parallel_engine="megatron",
+             hsdp_replicas=1, fsdp_float8_all_gather=False, first_stage_layers=None,
+             last_stage_layers=None, expert_tensor_parallel=None):
     """The model over NumPy arrays of configurations (chapter 27): ``cols`` maps each of
     ``COLUMNS`` to an array (recompute as 0/1/2, sequence_parallel as 0/1). Returns a dict
     of arrays: the breakdown terms (seconds per step, bytes), ``step_time``,
@@ -58,18 +60,20 @@ def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols, a
                          gpus_per_node=gpus_per_node, attention=attention,
                          overlap_grad_reduce=overlap_grad_reduce,
                          gradient_accumulation_fusion=gradient_accumulation_fusion,
-                         pipeline_engine=pipeline_engine, node=node)
+                         pipeline_engine=pipeline_engine, node=node,
+                         first_stage_layers=first_stage_layers, last_stage_layers=last_stage_layers,
+                         expert_tensor_parallel=expert_tensor_parallel)
     lay = terms.Layouts.of(cols, job)
     layer = terms.layer_compute(job, lay)          # one layer, one micro-batch, one GPU
     stage = terms.slowest_stage(job, lay, layer)   # its layers; compute with the logits
     params = terms.params_per_gpu(job, lay)
 
     # each layer's exposed extra work, split into its forward and backward share
-    per_layer = dict(recompute=terms.recompute(job, lay, layer),
+    per_layer = dict(recompute=terms.recompute(job, lay, stage.mean),
                      elementwise=terms.elementwise(job, lay),
                      tp_comm=terms.tp_comm(job, lay),
-                     cp_comm=terms.cp_comm(job, lay, layer),
-                     ep_comm=terms.ep_comm(job, lay))
+                     cp_comm=terms.cp_comm(job, lay, stage.mean),
+                     ep_comm=terms.ep_comm(job, lay, stage))
     # one micro-batch on the slowest stage
     per_mb = dict(compute=stage.compute,
                   **{name: stage.layers * t.total for name, t in per_layer.items()},
@@ -82,16 +86,25 @@ def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols, a
 
     dp = terms.dp_comm(job, lay, stage.backward + per_mb["recompute"], stage.layers)
     zero3 = terms.zero3_comm(job, lay, params, stage.compute + per_mb["recompute"])
+    if data_parallel_engine == "fsdp2":   # FSDP2's per-unit gathers and reduces replace both
+        dp, zero3 = np.where(lay.zero >= 2, 0.0, dp), terms.fsdp2_comm(
+            job, lay, stage.layers, layer.forward + sum(t.forward for t in per_layer.values()),
+            layer.backward + sum(t.backward for t in per_layer.values()), hsdp_replicas,
+            fsdp_float8_all_gather)
     optimizer = terms.optimizer(job, lay, params)
     step_time = pipeline + dp + zero3 + optimizer
 
     state = terms.state_memory(job, lay, params)
+    if data_parallel_engine == "fsdp2":   # FSDP2: fully sharded state and its gathered units
+        state = state + terms.fsdp2_memory(job, lay, params, stage.layers, hsdp_replicas,
+                                           fsdp_float8_all_gather)
     acts = terms.activation_memory(job, lay, stage)
     layer_forward = layer.forward + sum(t.forward for t in per_layer.values())
     layer_backward = layer.backward + sum(t.backward for t in per_layer.values())
     return dict(**{name: lay.m * t for name, t in per_mb.items()}, bubble=bubble, dp_comm=dp,
                 zero3_comm=zero3, optimizer=optimizer, step_time=step_time,
-                memory_per_gpu=state + acts, memory_state=state, memory_activations=acts,
+                memory_per_gpu=state + acts + (framework := terms.framework_memory(job, lay)),
+                memory_state=state, memory_activations=acts, memory_framework=framework,
                 model_flops=np.broadcast_to(terms.model_flops(job), np.shape(step_time)),
                 layer_forward=layer_forward, layer_backward=layer_backward)
 
@@ -124,12 +137,19 @@ def _whole(**values):
 
 
 def _check(cfg, gpus, gpu, tp, pp, dp, cp, ep, vpp, micro_batch, global_batch, seq, zero,
-           recompute, dtype, gpus_per_node):
+           recompute, dtype, gpus_per_node, first_stage_layers=None, last_stage_layers=None,
+           expert_tensor_parallel=None):
     _whole(gpus=gpus, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=micro_batch,
            global_batch=global_batch, seq=seq, gpus_per_node=gpus_per_node)
     if tp * pp * dp * cp != gpus:
         raise ValueError(f"gpus: tp*pp*dp*cp = {tp * pp * dp * cp} must equal gpus = {gpus}")
-    if (dp * cp) % ep:
+    if expert_tensor_parallel is not None:
+        _whole(expert_tensor_parallel=expert_tensor_parallel)
+        if tp % expert_tensor_parallel or (tp * cp * dp) % (expert_tensor_parallel * ep):
+            raise ValueError(f"expert_tensor_parallel ({expert_tensor_parallel}) must divide tp "
+                             f"({tp}), and times ep ({ep}) divide tp*cp*dp ({tp * cp * dp}): "
+                             "the expert mesh refolds a stage's GPUs")
+    elif (dp * cp) % ep:
         raise ValueError(f"ep ({ep}) must divide dp*cp ({dp * cp}): experts are spread over replicas")
     if zero not in (0, 1, 2, 3):
         raise ValueError(f"zero must be 0, 1, 2 or 3, got {zero!r}")
@@ -139,9 +159,20 @@ def _check(cfg, gpus, gpu, tp, pp, dp, cp, ep, vpp, micro_batch, global_batch, s
     if not isinstance(acc, hardware.Accelerator):
         raise ValueError(f"gpu must name an accelerator, got {gpu!r}")
     acc.peak(dtype)
-    if cfg.layers % (pp * vpp) and (cfg.layers + 2) % (pp * vpp):
-        raise ValueError(f"pp: layers ({cfg.layers}) must split evenly over pp*vpp = {pp * vpp} "
-                         "model chunks (or evenly once the first and last stage hold one fewer)")
+    for name, value in (("first_stage_layers", first_stage_layers),
+                        ("last_stage_layers", last_stage_layers)):
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+                raise ValueError(f"{name} must be a whole number >= 0, got {value!r}")
+            if pp == 1 or vpp > 1:
+                raise ValueError(f"{name}: an uneven first or last stage needs pp > 1 and vpp = 1")
+    try:       # the layers on each stage (chapter 16): evenly, lighter ends, or as given
+        pipeline_parallel.stage_layers(cfg.layers, pp * vpp, first_stage_layers, last_stage_layers)
+    except ValueError as err:
+        name = ("first_stage_layers" if "first" in str(err).split(":")[0] else
+                "last_stage_layers" if "last" in str(err).split(":")[0] else "pp")
+        raise ValueError(f"{name}: {cfg.layers} layers do not split over pp*vpp = {pp * vpp} "
+                         f"model chunks ({err})") from None
     if cfg.heads % tp or cfg.kv_heads % tp and tp % cfg.kv_heads:
         raise ValueError(f"tp ({tp}) must divide the heads ({cfg.heads}) and the kv heads "
                          f"({cfg.kv_heads}) or be a multiple of them")
@@ -172,7 +203,10 @@ def estimate(model, *, gpus, gpu="h100-sxm", tp, pp, dp, cp=1, ep=1, vpp=1, micr
              global_batch, seq, zero=1, recompute="none", sequence_parallel=True,
              dtype="bf16", gpus_per_node=8, attention="flash", overlap_grad_reduce=True,
              gradient_accumulation_fusion=True, pipeline_engine="megatron",
-             node: str | None = None) -> Estimate:
+             node: str | None = None, data_parallel_engine="megatron", hsdp_replicas=1,
+             fsdp_float8_all_gather=False, first_stage_layers: int | None = None,
+             last_stage_layers: int | None = None,
+             expert_tensor_parallel: int | None = None) -> Estimate:
     """Step time, throughput and memory of one configuration (chapter 27; the model is
     :func:`evaluate`'s, term by term in :mod:`dtbook.plan.terms`). ``model``: a :mod:`dtbook.models` name or a ``TransformerConfig``;
     ``gpu``: an accelerator of :mod:`dtbook.hardware`; ``ep`` splits the experts over the
@@ -190,7 +224,21 @@ def estimate(model, *, gpus, gpu="h100-sxm", tp, pp, dp, cp=1, ep=1, vpp=1, micr
     engine: four blocking transfers per micro-batch instead of two, no interleaving, so
     ``vpp`` must be 1). ``node``: a :mod:`dtbook.hardware` node name whose links the
     estimate uses (default: the first node holding ``gpu``; ``"jean-zay-a100"`` for BLOOM's
-    cluster)."""
+    cluster). ``data_parallel_engine``: ``"megatron"`` (default: Megatron's DDP and
+    distributed optimizer) or ``"fsdp2"`` (PyTorch's ``fully_shard`` as torchtitan applies
+    it: with ``zero`` 3 every block resharded after forward, with 2 not; per-unit gathers and
+    reduce-scatters prefetched one unit ahead; :mod:`dtbook.plan.terms`, FSDP2 section);
+    ``hsdp_replicas``: FSDP2's replicate degree (HSDP), 1 by default; ``fsdp_float8_all_gather``:
+    FSDP2 gathers torchao's float8 linear weights in 1 byte (needs ``dtype="fp8"``).
+    ``first_stage_layers``, ``last_stage_layers``: layers on the first and last pipeline stage
+    (Megatron-Core's ``decoder_first_pipeline_num_layers`` and
+    ``decoder_last_pipeline_num_layers``; the other stages share the rest evenly, vpp 1);
+    by default an even split, or where ``pp * vpp`` does not divide the layers the lighter
+    first and last stage of :func:`dtbook.pipeline_parallel.stage_layers`.
+    ``expert_tensor_parallel``: Megatron-Core's ``--expert-tensor-parallel-size`` for an MoE
+    model: ``None`` (default) splits the experts over TP and ``ep`` over ``dp * cp``; a
+    divisor of ``tp`` refolds the stage's GPUs into ETP x EP x EDP (MoE parallel folding;
+    :mod:`dtbook.plan.terms`, ``_expert_layout``)."""
     cfg = resolve_model(model)
     if attention not in ATTENTION:
         raise ValueError(f"attention must be one of {ATTENTION}, got {attention!r}")
@@ -198,16 +246,23 @@ def estimate(model, *, gpus, gpu="h100-sxm", tp, pp, dp, cp=1, ep=1, vpp=1, micr
     if isinstance(gpu, str):
         gpu = gpu.strip().lower()
     _check(cfg, gpus, gpu, tp, pp, dp, cp, ep, vpp, micro_batch, global_batch, seq, zero,
-           recompute, dtype, gpus_per_node)
+           recompute, dtype, gpus_per_node, first_stage_layers, last_stage_layers,
+           expert_tensor_parallel)
     if node is not None:
         links_for(gpu, node)     # ValueError for an unknown node or one without this gpu
+    terms.check_data_parallel(data_parallel_engine, hsdp_replicas, fsdp_float8_all_gather,
+                              dp=dp, cp=cp, zero=zero, dtype=dtype)
     cols = dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=micro_batch, zero=zero,
                 recompute=RECOMPUTE.index(recompute), sequence_parallel=int(bool(sequence_parallel)))
     out = evaluate(cfg, gpus=gpus, gpu=gpu, seq=seq, global_batch=global_batch, dtype=dtype,
                    gpus_per_node=gpus_per_node, cols={k: np.array([v]) for k, v in cols.items()},
                    attention=attention, overlap_grad_reduce=bool(overlap_grad_reduce),
                    gradient_accumulation_fusion=bool(gradient_accumulation_fusion),
-                   pipeline_engine=pipeline_engine, node=node)
+                   pipeline_engine=pipeline_engine, node=node,
+                   data_parallel_engine=data_parallel_engine, hsdp_replicas=hsdp_replicas,
+                   fsdp_float8_all_gather=bool(fsdp_float8_all_gather),
+                   first_stage_layers=first_stage_layers, last_stage_layers=last_stage_layers,
+                   expert_tensor_parallel=expert_tensor_parallel)
     val = {k: float(np.asarray(v).reshape(-1)[0]) for k, v in out.items()}
     acc = hardware.get(gpu)
     step = val["step_time"]
@@ -220,12 +275,20 @@ def estimate(model, *, gpus, gpu="h100-sxm", tp, pp, dp, cp=1, ep=1, vpp=1, micr
                   gradient_accumulation_fusion=bool(gradient_accumulation_fusion))
     if pipeline_engine != "megatron":   # the defaults stay out of the dicts readers use
         config["pipeline_engine"] = pipeline_engine
+    if data_parallel_engine != "megatron":
+        config.update(data_parallel_engine=data_parallel_engine, hsdp_replicas=hsdp_replicas,
+                      fsdp_float8_all_gather=bool(fsdp_float8_all_gather))
     if node is not None:
         config["node"] = hardware.node(node).name
+    if first_stage_layers is not None or last_stage_layers is not None:
+        config.update(first_stage_layers=first_stage_layers, last_stage_layers=last_stage_layers)
+    if expert_tensor_parallel is not None:
+        config["expert_tensor_parallel"] = expert_tensor_parallel
     breakdown = {k: val[k] for k in ("compute", "recompute", "elementwise", "grad_accum",
                                      "tp_comm", "cp_comm",
                                      "ep_comm", "pp_comm", "bubble", "dp_comm", "zero3_comm",
-                                     "optimizer", "memory_state", "memory_activations")}
+                                     "optimizer", "memory_state", "memory_activations",
+                                     "memory_framework")}
     return Estimate(step_time=step, tokens_per_second=global_batch * seq / step,
                     tflops_per_gpu=tflops / 1e12, mfu=tflops / acc.peak(dtype),
                     memory_per_gpu=val["memory_per_gpu"],

@@ -7,7 +7,8 @@ and 1-4 virtual stages. The constraints, in the order :func:`funnel` applies the
 1. **GPU product**: tp * pp * dp * cp = gpus with dp whole;
 2. **TP inside a node**: tp <= gpus_per_node (TP's per-layer all-reduces need NVLink);
 3. **heads**: tp divides the attention heads, and the kv heads or is a multiple of them;
-4. **layers**: pp * vpp model chunks split the layers (evenly, or Llama 3's way);
+4. **layers**: pp * vpp model chunks split the layers (evenly, or with lighter first and
+   last chunks when they do not divide: :func:`dtbook.pipeline_parallel.stage_layers`);
 5. **batch**: dp * micro_batch divides the global batch;
 6. **interleaving**: vpp > 1 needs pp > 1 and the micro-batch count a multiple of pp;
 7. **sequence**: cp > 1 needs seq divisible by 2 cp (load-balanced causal chunks);
@@ -41,6 +42,7 @@ from collections import OrderedDict
 import numpy as np
 
 from .. import hardware
+from . import terms
 from .model import (ATTENTION, RECOMPUTE, _check_engine, _whole, Estimate, estimate, evaluate,
                        links_for, resolve_model)
 
@@ -49,7 +51,7 @@ __all__ = ["configurations", "funnel", "search", "listed_bound", "SPACE", "GPUS_
 SPACE = dict(zero=(0, 1, 2, 3), recompute=RECOMPUTE, micro_batch=(1, 2, 4, 8), vpp=(1, 2, 3, 4))
 _KEYS = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "zero", "recompute", "sequence_parallel")
 GPUS_MAX = 2 ** 53      # float64 holds every whole number up to here exactly
-_STAGES = ("GPU product", "TP inside a node", "heads divisible by TP", "layers divisible by PP x VPP",
+_STAGES = ("GPU product", "TP inside a node", "heads divisible by TP", "layers split over PP x VPP",
            "batch divisible by DP x micro-batch", "interleaving: micro-batches a multiple of PP",
            "sequence divisible by 2 x CP", "experts divisible by EP")
 _MEMORY = "memory fits in HBM"
@@ -248,8 +250,9 @@ def listed_bound(model, *, gpus_per_node=8) -> int:
     return n_tp * n_cp * (cfg.layers + 2) * n_ep * math.prod(len(v) for v in SPACE.values())
 
 
-def _filters(cfg, gpus, global_batch, seq, gpus_per_node):
-    """(name, predicate on the columns) in funnel order, memory last (it needs the model)."""
+def _filters(cfg, gpus, global_batch, seq, gpus_per_node, first=None, last=None):
+    """(name, predicate on the columns) in funnel order, memory last (it needs the model);
+    ``first``, ``last``: the fixed layers of the first and last pipeline stage, if any."""
     L, H, KV = cfg.layers, cfg.heads, cfg.kv_heads
 
     def whole(x):
@@ -259,8 +262,7 @@ def _filters(cfg, gpus, global_batch, seq, gpus_per_node):
         ("GPU product", lambda c: whole(c["dp"]) & (c["dp"] >= 1)),
         ("TP inside a node", lambda c: c["tp"] <= gpus_per_node),
         ("heads divisible by TP", lambda c: (H % c["tp"] == 0) & ((KV % c["tp"] == 0) | (c["tp"] % KV == 0))),
-        ("layers divisible by PP x VPP", lambda c: (L % (c["pp"] * c["vpp"]) == 0)
-         | ((L + 2) % (c["pp"] * c["vpp"]) == 0)),
+        ("layers split over PP x VPP", lambda c: terms.splits(cfg, c["pp"], c["vpp"], first, last)),
         ("batch divisible by DP x micro-batch", lambda c: global_batch % (c["dp"] * c["micro_batch"]) == 0),
         ("interleaving: micro-batches a multiple of PP",
          lambda c: (c["vpp"] == 1) | ((c["pp"] > 1)
@@ -273,6 +275,7 @@ def _filters(cfg, gpus, global_batch, seq, gpus_per_node):
 
 
 # keywords of evaluate() that search() passes through from ``fixed`` (beyond the columns)
+_HSDP = "HSDP replicas divide DP x CP, sharded"
 _EVALUATE_FIXED = ("cfg", "gpus", "gpu", "seq", "global_batch", "dtype", "gpus_per_node", "cols")
 
 
@@ -345,18 +348,30 @@ def _run(model, gpus, global_batch, seq, gpu, fixed):
         if isinstance(v, bool):
             knobs[k] = bool(knobs[k])
     knobs["attention"], knobs["pipeline_engine"] = attention, engine
+    replicas = knobs.get("hsdp_replicas", 1)
+    # the engine's own arguments, named when bad (a layout's divisibility is a filter below)
+    terms.check_data_parallel(knobs.get("data_parallel_engine", "megatron"), replicas,
+                              knobs.get("fsdp_float8_all_gather", False), dp=replicas, cp=1,
+                              zero=3 if replicas != 1 else 0, dtype=dtype)
     cols, implicit, weight = _grid(cfg, gpus, fixed, gpn)
     listed = len(cols["tp"])
     stages = OrderedDict([("all candidates", listed * weight + sum(implicit))])
     reached = {}
     left = sum(implicit)
-    for i, (name, pred) in enumerate(_filters(cfg, gpus, global_batch, seq, gpn)):
+    for i, (name, pred) in enumerate(_filters(cfg, gpus, global_batch, seq, gpn,
+                                              fixed.get("first_stage_layers"),
+                                              fixed.get("last_stage_layers"))):
         reached[name] = cols
         keep = np.asarray(pred(cols), dtype=bool)
         cols = {k: v[keep] for k, v in cols.items()}
         left -= implicit[i]
         stages[name] = len(cols["tp"]) * weight + left
     cols = _expand(cols, fixed)
+    if replicas > 1:                # HSDP: replicas divide the dp*cp ranks, which shard (ZeRO 2/3)
+        reached[_HSDP] = cols
+        keep = ((cols["dp"] * cols["cp"]) % replicas == 0) & (cols["zero"] >= 2)
+        cols = {k: v[keep] for k, v in cols.items()}
+        stages[_HSDP] = len(cols["tp"])
     reached[_MEMORY] = cols
     out = evaluate(cfg, gpus=gpus, gpu=gpu, seq=seq, global_batch=global_batch, dtype=dtype,
                    gpus_per_node=gpn, cols=cols, **knobs) if len(cols["tp"]) else None
@@ -441,9 +456,10 @@ def _why(name, info):
     if name == "heads divisible by TP":
         return (f"tp must divide the {cfg.heads} attention heads and the {cfg.kv_heads} kv "
                 f"heads (or be a multiple of them)")
-    if name == "layers divisible by PP x VPP":
-        return (f"pp x vpp must divide the {cfg.layers} layers (or {cfg.layers + 2}, with one "
-                f"layer fewer on the first and last stage)")
+    if name == "layers split over PP x VPP":
+        return (f"pp x vpp must be at most the {cfg.layers} layers and split them: evenly, or "
+                f"with ceil(layers / (pp x vpp)) on every middle chunk and at least one on "
+                f"each end (dtbook.pipeline_parallel.stage_layers)")
     if name == "batch divisible by DP x micro-batch":
         tail = f"; the smallest dp left is {_least(c, 'dp')}" if listed else ""
         return f"dp x micro_batch must divide the global batch of {batch:,} sequences{tail}"
@@ -456,6 +472,9 @@ def _why(name, info):
         if not cfg.is_moe:
             return f"ep must be 1 for the dense model {cfg.name}"
         return f"ep must divide the {cfg.experts} experts and dp x cp"
+    if name == _HSDP:
+        r = info["fixed"].get("hsdp_replicas", 1)
+        return f"hsdp_replicas = {r} must divide dp x cp, with zero 2 or 3 sharding inside"
     if name == _MEMORY:
         gib = 2 ** 30
         return (f"the least memory per GPU among them is {info['least_memory'] / gib:,.1f} GiB, "

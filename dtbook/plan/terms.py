@@ -9,8 +9,10 @@ function called one configuration at a time.
 
 One optimizer step of ``global_batch`` sequences is ``m = global_batch / (dp * micro_batch)``
 micro-batches through a pipeline of ``pp`` stages. For one micro-batch, one pipeline stage
-(the slower of the busiest, ``ceil(layers / pp)`` layers, and the last, which also runs the
-logits) spends, per layer:
+(the slowest rank of the split :func:`dtbook.pipeline_parallel.stage_layers` gives: even,
+lighter first and last stages where ``pp * vpp`` does not divide the layers, or Megatron's
+``first_stage_layers`` / ``last_stage_layers``; the last also runs the logits and any MTP
+module; :func:`slowest_stage`) spends, per layer:
 
 * **compute** (:func:`layer_compute`, :func:`slowest_stage`): every matmul at its per-GPU
   shape (after TP, ``micro_batch * seq / cp`` tokens) timed by
@@ -49,8 +51,20 @@ logits) spends, per layer:
   (:func:`dtbook.sequence_parallel.ring_kv_step_bytes`; ``cp - 1`` transfers forward, twice
   that backward, :func:`dtbook.sequence_parallel.ring_kv_transfers` of production CP),
   overlapped with the attention core it feeds; only the excess is exposed;
+* **kinds of layer** (:class:`LayerKinds`, the "W1" section at the end): attention with
+  the projections of :func:`dtbook.flops.block_gemms` (GQA/MQA through the K/V widths; MLA's
+  low-rank ``q_down``/``q_up``/``kv_down``/``kv_up``, explicit form) and its core over each
+  block's sliding window (:func:`attention_compute`); a dense MLP, or an MoE block's router,
+  grouped expert GEMMs of E/ep local experts over their routed tokens (dropless, the busiest
+  rank's chapter-18 load, :func:`expert_load_factor`) and shared experts, experts in
+  ``dtype`` (FP8 as DeepSeek-V3 runs them; :func:`mlp_compute`). DeepSeek's dense first
+  layers are dense blocks. Expert-tensor parallelism: TP with EP over the replicas, or
+  Megatron-Core's ETP with MoE parallel folding (``expert_tensor_parallel``);
 * **EP** (:func:`ep_comm`): the 4 all-to-alls of the routed tokens per MoE layer (dispatch
-  and combine, forward and backward: :func:`dtbook.moe.layer_alltoall_time`), exposed.
+  and combine, forward and backward: :func:`dtbook.moe.layer_alltoall_time`), exposed, on
+  NVLink while the EP group sits in one node, else its same-node share on NVLink and the
+  rest on the NIC at once. No overlap with compute (DeepSeek's DualPipe, Megatron's
+  ``--overlap-moe-expert-parallel-comm``) is modelled, and no token permutation traffic.
 
 And per micro-batch:
 
@@ -105,17 +119,22 @@ The pipeline runs ``m`` micro-batches in ``(m + (pp - 1) / vpp)`` micro-batch ti
   micro-batch's compute is exposed;
 * **optimizer** (:func:`optimizer`): memory-bound, at the measured HBM bandwidth: Adam's
   bytes per local parameter (:func:`dtbook.offload.optimizer_step_bytes` with FP32 main
-  gradients: 30), the gradient norm for clipping reads the FP32 gradients (4 more), and the
-  FP32 gradient buffer of every parameter on the GPU is zeroed for the next step (4 per
-  parameter). Scaling the gradients when the norm exceeds the threshold is left out (it
+  gradients: 30), the separate kernel that writes the 16-bit copy reads the FP32 master again
+  (4; Megatron's ``_copy_main_params_to_model_params``), the gradient norm for clipping reads
+  the FP32 gradients (4 more), and the FP32 gradient buffer of every parameter on the GPU is
+  zeroed for the next step (4 per parameter); FP16 gradients are cast to FP32 and unscaled
+  first (14 more). Scaling the gradients when the norm exceeds the threshold is left out (it
   happens only on steps that clip).
 
-Memory per GPU: model state from :func:`dtbook.memory.zero_state_bytes` (2 + 2 + 4 + 8 bytes
-per parameter, sharded by ZeRO over ``dp * cp``; :func:`state_memory`), activations per layer
+Memory per GPU: model state from :func:`dtbook.memory.zero_state_bytes` (2 + 4 + 4 + 8 bytes
+per parameter with Megatron's FP32 gradient buffer, 2 + 2 + 4 + 12 with FP16 gradients and
+their FP32 copy; sharded by ZeRO over ``dp * cp``; :func:`state_memory`), activations per layer
 from :func:`dtbook.activations.activation_breakdown` (flash attention, no dropout) times the
 micro-batches in flight of :func:`dtbook.pipeline_parallel.activations_in_flight`, and the
 FP32 logits on the last stage; the larger of the first and last stage
-(:func:`activation_memory`).
+(:func:`activation_memory`); and what the software stack takes beside the model
+(:func:`framework_memory`: :func:`dtbook.memory.framework_bytes`, the driver's reserve, the
+CUDA context and NCCL's buffers of each communicator).
 
 Assumptions stated once: BF16 values on the wire, FP32 master weights and Adam moments, every
 collective a ring (:mod:`dtbook.comm`, ``links="switched"``), TP innermost then CP, EP, PP,
@@ -141,7 +160,11 @@ __all__ = ["COLUMNS", "Job", "Layouts", "Seconds", "LayerCompute", "Stage", "lay
            "slowest_stage", "recompute", "elementwise", "tp_comm", "cp_comm", "ep_comm",
            "pp_comm", "grad_accum", "pipeline", "params_per_gpu", "dp_comm", "zero3_comm",
            "optimizer", "state_memory", "activation_memory", "model_flops", "links_for",
-           "protocol_efficiency", "elementwise_values"]
+           "protocol_efficiency", "elementwise_values",
+           # W1: layer kinds (MoE, attention variants), uneven pipeline splits
+           "LayerKinds", "attention_compute", "mlp_compute", "expert_load_factor", "splits",
+           # W3: what the framework takes beside the model
+           "communicators", "framework_memory"]
 
 COLUMNS = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "zero", "recompute",
            "sequence_parallel")
@@ -268,11 +291,15 @@ class Job:
     out_ab: tuple
     params: float
     expert_params: float
+    first_stage_layers: int | None = None   # W1: Megatron's decoder_first_pipeline_num_layers
+    last_stage_layers: int | None = None    # W1: decoder_last_pipeline_num_layers
+    expert_tensor_parallel: int | None = None   # W1: Megatron-Core's ETP (None: = tp)
 
     @classmethod
     def make(cls, cfg, *, gpu, seq, global_batch, dtype="bf16", gpus_per_node=8,
              attention="flash", overlap_grad_reduce=True, gradient_accumulation_fusion=True,
-             pipeline_engine="megatron", node=None) -> "Job":
+             pipeline_engine="megatron", node=None, first_stage_layers=None,
+             last_stage_layers=None, expert_tensor_parallel=None) -> "Job":
         up, out = links_for(gpu, node)
         expert = 0
         if cfg.is_moe:
@@ -281,7 +308,8 @@ class Job:
                    overlap_grad_reduce, gradient_accumulation_fusion, pipeline_engine,
                    hardware.memory_ceiling(gpu).triad, up, out,
                    (up.alpha, up.beta * protocol_efficiency(up)),
-                   (out.alpha, out.beta * protocol_efficiency(out)), cfg.num_params(), expert)
+                   (out.alpha, out.beta * protocol_efficiency(out)), cfg.num_params(), expert,
+                   first_stage_layers, last_stage_layers, expert_tensor_parallel)
 
     @property
     def grad_bytes(self) -> int:
@@ -342,12 +370,14 @@ class Seconds(NamedTuple):
 class LayerCompute(NamedTuple):
     """Compute of one layer for one micro-batch on one GPU (seconds): its linear GEMMs
     (``linear``, forward), the attention core forward and backward (``core``,
-    ``core_backward``), and the logits GEMM forward (``logits``)."""
+    ``core_backward``), and the logits GEMM forward (``logits``); ``kinds``, each kind of
+    layer apart (:class:`LayerKinds`)."""
 
     linear: np.ndarray
     core: np.ndarray
     core_backward: np.ndarray
     logits: np.ndarray
+    kinds: object = None
 
     @property
     def forward(self):
@@ -361,13 +391,18 @@ class LayerCompute(NamedTuple):
 class Stage(NamedTuple):
     """The slowest pipeline stage for one micro-batch: its ``layers``, the layer counts of the
     ``busiest`` and the ``last`` stage, and its ``compute`` split into ``forward`` and
-    ``backward`` (seconds, the logits included when it is the last)."""
+    ``backward`` (seconds, the logits included when it is the last); the layers of the
+    ``first`` stage, the slowest stage's ``moe`` layers and its ``mean`` layer
+    (:class:`LayerCompute`)."""
 
     layers: np.ndarray
     busiest: np.ndarray
     last: np.ndarray
     forward: np.ndarray
     backward: np.ndarray
+    first: np.ndarray = None
+    moe: np.ndarray = None
+    mean: object = None
 
     @property
     def compute(self):
@@ -378,54 +413,24 @@ class Stage(NamedTuple):
 
 def layer_compute(job: Job, lay: Layouts) -> LayerCompute:
     """Forward GEMMs and attention core of one (mean) layer, one micro-batch, one GPU
-    (module notes): :func:`dtbook.plan.gemm.matmul_time` at the per-GPU shapes, the causal
-    attention core :func:`dtbook.flops.attention_flops` at the flash kernel's measured
-    throughput, or two batched GEMMs when unfused."""
-    cfg, gpu, seq = job.cfg, job.gpu, job.seq
-    tp, cp, mb, T = lay.tp, lay.cp, lay.mb, lay.tokens
-    h, L, heads, kv, hd = cfg.hidden, cfg.layers, cfg.heads, cfg.kv_heads, cfg.head_dim
-    mult = 2 if cfg.gated_mlp else 1
-    mm = functools.partial(_matmul_time, gpu=gpu)
-    # the layers' linear GEMMs run in ``dtype`` (FP8 with Transformer Engine); the attention
-    # core and the logits stay BF16 (Megatron's output layer is not a TE module)
-    mm_lin = functools.partial(_matmul_time, gpu=gpu, dtype=job.dtype)
-    qkv = mm_lin(T, (heads + 2 * kv) * hd / tp, h)
-    out = mm_lin(T, h, heads * hd / tp)
-    heads_gpu = mb * heads / tp
-    if job.attention == "flash":
-        kern = hardware.attention_kernel(gpu)
-        causal = 0.5 * flops.attention_flops(mb, seq, heads / tp, hd) / cp   # s/cp queries
-        core, core_bwd = causal / kern.forward, 2.5 * causal / kern.backward
-    else:
-        core = mm(seq / cp, seq, hd, count=heads_gpu) + mm(seq / cp, hd, seq, count=heads_gpu)
-        core_bwd = 2 * core
-    mlp = mm_lin(T, mult * cfg.ffn_hidden / tp, h) + mm_lin(T, h, cfg.ffn_hidden / tp)
+    (module notes), with each kind of layer apart in ``kinds`` (:class:`LayerKinds`): the
+    attention of each window (:func:`attention_compute`) and the dense and MoE MLPs
+    (:func:`mlp_compute`), the GEMMs at the shapes :func:`dtbook.flops.block_gemms` gives
+    (MLA's low-rank projections, the routed experts' grouped GEMMs) timed by
+    :func:`dtbook.plan.gemm.matmul_time`. The mean weighs each kind by its count of layers;
+    :func:`slowest_stage` adds up the kinds a stage actually holds."""
+    cfg = job.cfg
+    L = cfg.layers
+    attention = {w: attention_compute(job, lay, w) for w, _ in _windows(cfg)}
+    mlp = {moe_: mlp_compute(job, lay, moe_) for moe_ in _mlp_kinds(cfg)}
     n_moe = job.moe_layers
-    if n_moe:
-        eff, k, E, ep = cfg.moe_ffn_hidden, cfg.experts_per_token, cfg.experts, lay.ep
-        te = T * k * ep / E                      # tokens per local expert
-        moe_mlp = (mm_lin(te, mult * eff / tp, h, count=E / ep)
-                   + mm_lin(te, h, eff / tp, count=E / ep) + mm(T, E, h))
-        if cfg.shared_experts:
-            shared = eff * cfg.shared_experts / tp
-            moe_mlp = moe_mlp + mm_lin(T, mult * shared, h) + mm_lin(T, h, shared)
-        mlp = ((L - n_moe) * mlp + n_moe * moe_mlp) / L   # mean over the layers
-    return LayerCompute(qkv + out + mlp, core, core_bwd, mm(T, cfg.vocab / tp, h))
-
-
-def slowest_stage(job: Job, lay: Layouts, layer: LayerCompute) -> Stage:
-    """The slower of the busiest stage (``ceil(layers / pp)`` layers) and the last one, which
-    also runs the logits (forward once, backward twice), for one micro-batch. Layers split
-    evenly, or Llama 3's way: the first and last stage hold one layer fewer."""
-    L, pp = job.cfg.layers, lay.pp
-    busiest = np.ceil(L / pp)
-    last = np.where((L % pp == 0) | (pp == 1), busiest, busiest - 1)
-    per_layer = layer.forward + layer.backward
-    on_busiest = busiest * per_layer >= last * per_layer + 3 * layer.logits
-    return Stage(np.where(on_busiest, busiest, last), busiest, last,
-                 np.where(on_busiest, busiest * layer.forward, last * layer.forward + layer.logits),
-                 np.where(on_busiest, busiest * layer.backward,
-                          last * layer.backward + 2 * layer.logits))
+    counts = {w: n for w, n in _windows(cfg)}
+    linear = (sum(counts[w] * a[0] for w, a in attention.items()) / L
+              + sum((n_moe if moe_ else L - n_moe) * t for moe_, t in mlp.items()) / L)
+    core = sum(counts[w] * a[1] for w, a in attention.items()) / L
+    core_bwd = sum(counts[w] * a[2] for w, a in attention.items()) / L
+    logits = _matmul_time(lay.tokens, cfg.vocab / lay.tp, cfg.hidden, gpu=job.gpu)
+    return LayerCompute(linear, core, core_bwd, logits, LayerKinds(attention, mlp))
 
 
 def recompute(job: Job, lay: Layouts, layer: LayerCompute) -> Seconds:
@@ -487,20 +492,40 @@ def cp_comm(job: Job, lay: Layouts, layer: LayerCompute) -> Seconds:
     return Seconds(forward * exposed, (1 - forward) * exposed)
 
 
-def ep_comm(job: Job, lay: Layouts) -> Seconds:
-    """One (mean) layer's expert-parallel all-to-alls, exposed: :func:`dtbook.moe.
-    layer_alltoall_time` (dispatch and combine, forward and backward) of the tokens' k routed
-    copies, in the MoE layers' share of the layers; half forward, half backward."""
+def ep_comm(job: Job, lay: Layouts, stage=None) -> Seconds:
+    """The expert-parallel all-to-alls of one (mean) layer of ``stage`` (the slowest stage;
+    without it, of the model), exposed: :func:`dtbook.moe.layer_alltoall_time` (dispatch and
+    combine, forward and backward: 4 pairwise all-to-alls of the tokens' k routed copies) in
+    each MoE layer, carrying the busiest rank's :func:`expert_load_factor`. Placement: ranks
+    in the order TP, CP, EP, so an EP group has g = gpus_per_node / (tp * cp) of its ``ep``
+    ranks in each node (with an expert-tensor-parallel size: :func:`_expert_layout`). Inside
+    one node (g >= ep) all of it runs on NVLink; across nodes a
+    rank's g - 1 same-node peers take their (g - 1)/(ep - 1) share over NVLink while the
+    other (ep - g)/(ep - 1) crosses the scale-out link, at the same time: the slower decides.
+    Half forward, half backward."""
     cfg, ep = job.cfg, lay.ep
     if not job.moe_layers:
         return Seconds(np.zeros_like(ep), np.zeros_like(ep))
-    inside = lay.tp * ep <= job.gpus_per_node
-    t = moe.layer_alltoall_time(lay.tokens, cfg.hidden, np.maximum(ep, 2),
-                                np.where(inside, job.up_ab[0], job.out_ab[0]),
-                                np.where(inside, job.up_ab[1], job.out_ab[1]),
-                                experts_per_token=cfg.experts_per_token)
-    per_layer = np.where(ep > 1, job.moe_layers / cfg.layers * t, 0.0)
+    share = (job.moe_layers / cfg.layers if stage is None or stage.moe is None
+             else stage.moe / np.maximum(stage.layers, 1))
+    per_layer = share * _alltoall_per_moe_layer(job, lay)
     return Seconds(per_layer / 2, per_layer / 2)
+
+
+def _alltoall_per_moe_layer(job: Job, lay: Layouts):
+    """Seconds of one MoE layer's four all-to-alls (:func:`ep_comm`); 0 without EP."""
+    cfg, ep = job.cfg, lay.ep
+    if not job.moe_layers:
+        return np.zeros_like(ep)
+    world = np.maximum(ep, 2)
+    _, tokens, g = _expert_layout(job, lay)
+    g = np.clip(g, 1, world)
+    kw = dict(experts_per_token=cfg.experts_per_token)
+    t_up = moe.layer_alltoall_time(tokens, cfg.hidden, world, *job.up_ab, **kw)
+    t_out = moe.layer_alltoall_time(tokens, cfg.hidden, world, *job.out_ab, **kw)
+    t = np.where(g >= world, t_up,
+                 np.maximum(t_out * (world - g) / (world - 1), t_up * (g - 1) / (world - 1)))
+    return np.where(ep > 1, t * expert_load_factor(job, lay), 0.0)
 
 
 # ------------------------------------------------------------------ per micro-batch
@@ -529,7 +554,8 @@ def params_per_gpu(job: Job, lay: Layouts):
     """Parameters on one GPU: the dense ones split over TP x PP, the experts over EP too
     (the embedding and the head counted in the mean over the stages)."""
     expert = job.expert_params
-    return (job.params - expert) / (lay.tp * lay.pp) + expert / (lay.tp * lay.pp * lay.ep)
+    etp = lay.tp if job.expert_tensor_parallel is None else job.expert_tensor_parallel
+    return (job.params - expert) / (lay.tp * lay.pp) + expert / (etp * lay.pp * lay.ep)
 
 
 def grad_accum(job: Job, lay: Layouts, params):
@@ -583,12 +609,217 @@ def zero3_comm(job: Job, lay: Layouts, params, compute):
     return np.where(lay.zero == 3, lay.m * np.maximum(0.0, 2 * t - compute), 0.0)
 
 
+# ------------------------------------------------------------------ FSDP2 (issue 22, item 4)
+#
+# PyTorch's own ZeRO-3, ``fully_shard`` (torch/distributed/fsdp/_fully_shard/, FSDP2), as
+# torchtitan applies it (torchtitan/parallelisms/parallelize_llama.py ``apply_fsdp`` at
+# 9dec370, December 2024, the commit of its published benchmark; Liang et al. 2024,
+# "TorchTitan", arXiv:2410.06511, Sec. 2.1):
+#
+# * **units**: one ``fully_shard`` per transformer block, then one on the whole model (the
+#   "root": token embedding, final norm, output projection). Each unit's parameters are one
+#   flat all-gather (``FSDPParamGroup.unshard``) and its gradients one reduce-scatter
+#   (``post_backward`` -> ``foreach_reduce``) over the shard group;
+# * **when**: ``pre_forward`` all-gathers a unit before its forward, ``post_forward``
+#   reshards it when ``reshard_after_forward`` (torchtitan: every block but the last, since
+#   the backward would gather it at once; ``False`` for every block under pipeline
+#   parallelism "to avoid per-microbatch all-gathers"), ``pre_backward`` gathers it again,
+#   ``post_backward`` reduce-scatters its gradients in the ``reduce_dtype`` (torchtitan's
+#   ``mixed_precision_reduce = "float32"``) on their own stream;
+# * **prefetch**: the next unit's all-gather is issued while this unit computes (implicit
+#   forward prefetch on the all-gather stream; ``_backward_prefetch`` in backward), one unit
+#   ahead. Collectives on one link run one at a time, so chapter 20's
+#   :func:`dtbook.zero.prefetch_step_time` with ``link="serial"`` is the pass: the first
+#   gather exposed, then per unit the larger of its compute and its communication. In
+#   backward a unit's communication is the next unit's gather and this unit's reduce-scatter;
+# * **HSDP** (``hsdp_replicas`` r > 1, torchtitan's ``data_parallel_replicate_degree``): the
+#   ``dp * cp`` ranks are r replicas of shard groups of ``dp * cp / r``; gathers and
+#   reduce-scatters run inside the shard group, and each unit's reduced gradient shard is
+#   then all-reduced across the r replicas (``foreach_reduce``'s ``all_reduce`` on
+#   ``all_reduce_stream``), concurrently with the shard group's traffic when the two use
+#   different links (shard group inside a node, replicas across), after it when they share one;
+# * **float8 all-gather** (``fsdp_float8_all_gather``, torchtitan's
+#   ``--float8.enable_fsdp_float8_all_gather``, off by default and not set in its benchmark):
+#   torchao's ``Float8Linear`` weights travel in 1 byte instead of 2; norms stay BF16;
+# * **pipeline parallelism**: ``torch.distributed.pipelining`` turns gradient sync off for
+#   all but the last micro-batch and torchtitan keeps the blocks unsharded after forward, so
+#   a stage gathers its parameters once per step (the first micro-batch) and reduce-scatters
+#   once (the last); without PP, every micro-batch gathers and reduces (FSDP2's default);
+# * **memory** (:func:`fsdp2_memory`): the model state fully sharded (chapter 19's
+#   :func:`dtbook.memory.zero_state_bytes`, stage 3) plus the units held unsharded: two
+#   gathered units and one reduce-scatter input (:func:`dtbook.memory.sharded_buffer_bytes`,
+#   FSDP2's one-unit lookahead) and the root, which stays gathered through the step; with
+#   ``reshard_after_forward=False`` (ZeRO column 2, or PP) every unit of the stage.
+#
+# Not modelled: ``torch.compile``'s effect is the planner's fused elementwise model (one read
+# and one write per op, :func:`elementwise`), which compiled blocks reach and eager PyTorch
+# (several kernels per RMSNorm in FP32) does not, so eager runs are not predicted; the
+# copy-in/copy-out kernels around each collective; torchao's float8 casts (amax and scaling
+# kernels; the float8 GEMMs themselves run at the FP8 ceiling, ``dtype="fp8"``); torchtitan's
+# op-level selective recompute (every second matmul recomputed, the attention output kept)
+# is timed as the planner's ``"selective"`` (the attention core recomputed).
+
+DATA_PARALLEL_ENGINES = ("megatron", "fsdp2")
+__all__ += ["DATA_PARALLEL_ENGINES", "fsdp2_units", "fsdp2_comm", "fsdp2_collectives",
+            "fsdp2_memory", "check_data_parallel"]
+
+
+@functools.lru_cache(maxsize=256)
+def _fsdp_split(cfg):
+    """(block parameters, root parameters, the linear weights' share of the blocks)."""
+    blocks = sum(cfg.layer_params(i) for i in range(cfg.layers))
+    b = cfg.param_breakdown()
+    linear = b["attention"] + b["mlp"] + b["routed_experts"] + b["shared_experts"]
+    return blocks, cfg.num_params() - blocks, linear / blocks
+
+
+def fsdp2_units(job: Job, lay: Layouts, float8_all_gather=False):
+    """One GPU's FSDP2 units before sharding (chapter 27): ``(block, root, gathered_width)``,
+    the parameters of one (mean) transformer block after TP (and EP for the experts), those
+    of the root unit (embedding, final norm and head; under PP a stage holds about half of
+    them, the embedding or the head), and the bytes per parameter a gather moves (BF16, or
+    1 byte for the linear weights with float8 all-gather)."""
+    blocks, root, linear = _fsdp_split(job.cfg)
+    expert = job.expert_params
+    block = ((blocks - expert) + expert / lay.ep) / (job.cfg.layers * lay.tp)
+    root = np.where(lay.pp > 1, root / 2, root) / lay.tp
+    width = VALUE - (VALUE - 1) * linear if float8_all_gather else float(VALUE)
+    return block, root, width
+
+
+def _fsdp_groups(job: Job, lay: Layouts, hsdp_replicas):
+    shard = lay.replicas / hsdp_replicas
+    inside = lay.tp * shard <= job.gpus_per_node
+    ab = tuple(np.where(inside, u, o) for u, o in zip(job.up_ab, job.out_ab))
+    across = lay.tp * lay.replicas <= job.gpus_per_node
+    rab = tuple(np.where(across, u, o) for u, o in zip(job.up_ab, job.out_ab))
+    return shard, inside == across, ab, rab
+
+
+def _unit_collectives(job, lay, params, width, hsdp_replicas):
+    """(gather, reduce-scatter, replica all-reduce, same link) seconds of one unit of
+    ``params`` parameters per GPU."""
+    shard, same, ab, rab = _fsdp_groups(job, lay, hsdp_replicas)
+    on = shard > 1
+    g = np.where(on, comm.allgather_time(params * width, np.maximum(shard, 2), *ab), 0.0)
+    grads = params * job.grad_bytes
+    r = np.where(on, comm.reduce_scatter_time(grads, np.maximum(shard, 2), *ab), 0.0)
+    a = 0.0
+    if hsdp_replicas > 1:
+        a = comm.allreduce_time(grads / shard, hsdp_replicas, *rab)
+    return g, r, a, same
+
+
+def _pass_exposed(layers, compute, comm_time):
+    """What a pass of ``layers`` units exposes beyond their ``compute`` when each unit's
+    communication ``comm_time`` is issued one unit ahead on a serial link: chapter 20's
+    :func:`dtbook.zero.prefetch_step_time` (lookahead 1, ``"serial"``) minus the compute."""
+    t = np.maximum(comm_time, 1e-300)
+    return _zero.prefetch_step_time(layers, compute, t, 1, "serial") - layers * compute
+
+
+def fsdp2_comm(job: Job, lay: Layouts, layers, unit_forward, unit_backward,
+               hsdp_replicas=1, float8_all_gather=False):
+    """Exposed seconds per step of FSDP2's per-unit all-gathers and reduce-scatters (chapter
+    27; the section notes above): ``layers`` blocks of the slowest stage, each computing
+    ``unit_forward`` and ``unit_backward`` seconds per micro-batch, plus the root unit.
+    Candidates with ZeRO 0 or 1 (replicated parameters: DDP) get 0 here. Forward: the root's
+    gather, then :func:`_pass_exposed` of the blocks' gathers. Backward: the blocks' gather of
+    the next unit and reduce-scatter (and HSDP all-reduce) of this one, less the last
+    block's gather (torchtitan keeps it), then the root's reduce (FSDP2 never reshards the
+    root after forward: ``FSDPState._lazy_init``). ``zero == 3``
+    without PP: every micro-batch; ``zero == 2`` without PP: every micro-batch gathers only
+    in forward; with PP: one forward's gathers and one backward's reduce-scatters per step."""
+    block, root, width = fsdp2_units(job, lay, float8_all_gather)
+    g, r, a, same = _unit_collectives(job, lay, block, width, hsdp_replicas)
+    rg, rr, ra, _ = _unit_collectives(job, lay, root, width, hsdp_replicas)
+
+    def reduce(gather):   # one unit's backward traffic: its own link(s) serial, two links concurrent
+        return np.where(same, gather + r + a, np.maximum(gather + r, a))
+
+    gathers = rg + _pass_exposed(layers, unit_forward, g)
+    reduces = _pass_exposed(layers, unit_backward, reduce(0.0)) + np.where(same, rr + ra, np.maximum(rr, ra))
+    regather = _pass_exposed(layers, unit_backward, reduce(g)) - g \
+        + np.where(same, rr + ra, np.maximum(rr, ra))
+    per_mb = np.where(lay.zero == 3, gathers + regather, gathers + reduces)
+    exposed = np.where(lay.pp > 1, gathers + reduces, lay.m * per_mb)
+    return np.where(lay.zero >= 2, exposed, 0.0)
+
+
+def fsdp2_collectives(layers, zero=3, pp=1, microbatches=1):
+    """The all-gathers and reduce-scatters per step that :func:`fsdp2_comm` times, counted
+    (chapter 27): ``{"all_gather": ..., "reduce_scatter": ...}`` for ``layers`` block units
+    and the root. Per micro-batch without PP, ZeRO 3: forward gathers every block and the
+    root (``layers + 1``), backward every block but the last (kept after forward) and not
+    the root (never resharded): ``2 layers``; ZeRO 2 gathers only in forward; each unit's
+    gradients are reduce-scattered once (``layers + 1``). With PP, one forward's gathers and
+    one backward's reduce-scatters per step. ``tests/test_plan_fsdp.py`` counts them on a real
+    FSDP2 run."""
+    gathers = 2 * layers if zero == 3 and pp == 1 else layers + 1
+    per = 1 if pp > 1 else microbatches
+    return {"all_gather": per * gathers, "reduce_scatter": per * (layers + 1)}
+
+
+def fsdp2_memory(job: Job, lay: Layouts, params, layers, hsdp_replicas=1,
+                 float8_all_gather=False):
+    """Bytes FSDP2 holds beyond what :func:`state_memory` counted for the candidate's ZeRO
+    stage (chapter 27): the model state sharded over the shard group
+    (:func:`dtbook.memory.zero_state_bytes`, stage 3: FP32 parameters and gradients, Adam's
+    moments; HSDP shards over ``dp * cp / hsdp_replicas``), the root unit gathered, and
+    either two gathered blocks and one reduce-scatter input (:func:`dtbook.memory.
+    sharded_buffer_bytes`) or, when blocks are not resharded after forward (ZeRO column 2,
+    or PP), every block of the ``layers`` gathered and, under PP, their unsharded gradients
+    kept across micro-batches. 0 for ZeRO 0 and 1."""
+    block, root, width = fsdp2_units(job, lay, float8_all_gather)
+    shard = lay.replicas / hsdp_replicas
+    fsdp_state = memory.zero_state_bytes(params, shard, 3)
+    listed = state_memory(job, lay, params)
+    rolling = memory.sharded_buffer_bytes(block, gathers=2, reduces=1, param_bytes=width,
+                                          reduce_bytes=job.grad_bytes)
+    held = memory.sharded_buffer_bytes(block * layers, gathers=1, reduces=0, param_bytes=VALUE) \
+        + np.where(lay.pp > 1, VALUE * (block * layers + root), 0.0) \
+        + memory.sharded_buffer_bytes(block, gathers=0, reduces=1, reduce_bytes=job.grad_bytes)
+    buffers = VALUE * root + np.where((lay.zero == 3) & (lay.pp == 1), rolling, held)
+    return np.where(lay.zero >= 2, fsdp_state + buffers - listed, 0.0)
+
+
+def check_data_parallel(engine, hsdp_replicas, fsdp_float8_all_gather, *, dp, cp, zero, dtype):
+    """``ValueError`` naming the argument for a bad data-parallel engine choice (chapter 27):
+    ``engine`` one of :data:`DATA_PARALLEL_ENGINES`; ``hsdp_replicas`` a whole number that
+    divides ``dp * cp``, above 1 only with FSDP2 sharding (``zero`` 2 or 3);
+    ``fsdp_float8_all_gather`` only with FSDP2 and ``dtype="fp8"`` (torchao's float8 linears)."""
+    if engine not in DATA_PARALLEL_ENGINES:
+        raise ValueError(f"data_parallel_engine must be one of {DATA_PARALLEL_ENGINES}, "
+                         f"got {engine!r}")
+    if isinstance(hsdp_replicas, bool) or not isinstance(hsdp_replicas, (int, np.integer)) \
+            or hsdp_replicas < 1:
+        raise ValueError(f"hsdp_replicas must be a whole number >= 1, got {hsdp_replicas!r}")
+    if hsdp_replicas > 1 and (engine != "fsdp2" or zero < 2):
+        raise ValueError("hsdp_replicas > 1 needs data_parallel_engine='fsdp2' with zero 2 or 3")
+    if (dp * cp) % hsdp_replicas:
+        raise ValueError(f"hsdp_replicas ({hsdp_replicas}) must divide dp*cp ({dp * cp})")
+    if fsdp_float8_all_gather and (engine != "fsdp2" or dtype != "fp8"):
+        raise ValueError("fsdp_float8_all_gather needs data_parallel_engine='fsdp2' and dtype='fp8'")
+
+
+from .. import zero as _zero  # noqa: E402  (chapter 20's prefetch schedule, for FSDP2 above)
+
+
 def optimizer(job: Job, lay: Layouts, params):
     """The optimizer step at the measured HBM bandwidth: Adam's traffic per local parameter
     (:func:`dtbook.offload.optimizer_step_bytes` reading FP32 main gradients), the clipping
-    norm's read of them, and zeroing every gradient on the GPU for the next step."""
+    norm's read of them, and zeroing every gradient on the GPU for the next step. The 16-bit
+    copy is written by a kernel of its own that reads the FP32 master weight again (4 more
+    bytes): Megatron's ``_copy_main_params_to_model_params`` (``_multi_tensor_copy_this_to_that``
+    after the Adam step, megatron/optimizer/optimizer.py; the distributed optimizer's copies
+    its shard into the buffer the same way). With FP16 gradients (``dtype="fp16"``, Megatron-LM
+    2021) the step first casts them to FP32 main gradients (``.float()``: read 2, write 4) and
+    unscales them with the overflow check (``_unscale_main_grads_and_check_for_nan``: read 4,
+    write 4): 14 bytes more (W3, issue 22)."""
     local = params / np.where(lay.zero >= 1, lay.replicas, 1)
-    adam = offload.optimizer_step_bytes(grad_bytes=MAIN_GRAD)
+    adam = offload.optimizer_step_bytes(grad_bytes=MAIN_GRAD) + MAIN_GRAD   # + the copy's read
+    if job.grad_bytes < MAIN_GRAD:
+        adam = adam + (job.grad_bytes + MAIN_GRAD) + 2 * MAIN_GRAD
     return ((adam + MAIN_GRAD) * local + MAIN_GRAD * params) / job.hbm
 
 
@@ -596,12 +827,19 @@ def optimizer(job: Job, lay: Layouts, params):
 
 def state_memory(job: Job, lay: Layouts, params):
     """Model-state bytes per GPU: :func:`dtbook.memory.zero_state_bytes` of the GPU's
-    parameters under each candidate's ZeRO stage over the ``dp * cp`` replicas."""
+    parameters under each candidate's ZeRO stage over the ``dp * cp`` replicas, with the
+    gradient buffer the time model reduces (``job.grad_bytes``): Megatron-LM keeps its
+    gradients in a contiguous FP32 buffer beside BF16 parameters (18 bytes per parameter,
+    6 + 12/d with the distributed optimizer), and with FP16 parameters FP16 gradients plus
+    an FP32 copy of the main gradients held with the optimizer state (20, 4 + 16/d): the
+    README's "Distributed Optimizer" table (github.com/NVIDIA/Megatron-LM, README.md)."""
+    widths = dict(grad_bytes=job.grad_bytes,
+                  optimizer_bytes=8 + (MAIN_GRAD if job.grad_bytes < MAIN_GRAD else 0))
     state = np.zeros(np.broadcast(params, lay.zero).shape)
     for stage in np.unique(lay.zero):
         stage = int(stage)
-        state = np.where(lay.zero == stage, memory.zero_state_bytes(params, lay.replicas, stage),
-                         state)
+        state = np.where(lay.zero == stage,
+                         memory.zero_state_bytes(params, lay.replicas, stage, **widths), state)
     return state
 
 
@@ -668,3 +906,318 @@ def model_flops(job: Job):
 def _model_flops(cfg, batch, seq):
     f = flops.transformer_matmul_flops(cfg, batch, seq)
     return 3 * (f["linear_forward"] + f["attention_forward"] / 2)
+
+
+# ================================================================== W3 (issue 22): framework
+def communicators(lay: Layouts):
+    """NCCL communicators one GPU runs collectives or sends in (chapter 27): one per parallel
+    group of more than one rank, tensor, context, expert, pipeline and data-parallel
+    (``dp * cp`` replicas). Each holds its own buffers (:func:`dtbook.memory.nccl_buffer_bytes`)."""
+    return ((lay.tp > 1).astype(float) + (lay.cp > 1) + (lay.ep > 1) + (lay.pp > 1)
+            + (lay.replicas > 1))
+
+
+def framework_memory(job: Job, lay: Layouts):
+    """Bytes per GPU the software stack takes beside the model (chapter 27):
+    :func:`dtbook.memory.framework_bytes`, the CUDA context and NCCL's buffers of the GPU's
+    :func:`communicators`. The driver's reserve (:func:`dtbook.memory.driver_reserved_bytes`,
+    361 MiB on an H100) is not added: it needs the accelerator's nvidia-smi total, which
+    :mod:`dtbook.hardware` does not yet hold as a figure (an accelerator a user registers
+    with the H100's figures must plan as the H100 does)."""
+    return memory.framework_bytes(communicators(lay))
+# ================================================================== end of W3's section
+
+
+# ------------------------------------------------------------------ W1: layer kinds (MoE,
+# attention variants) and uneven pipeline splits
+
+class LayerKinds(NamedTuple):
+    """Compute of each kind of layer for one micro-batch on one GPU (seconds, forward):
+    ``attention`` maps a window (``None``: full causal attention) to ``(linear, core,
+    core_backward)`` of the attention half of a block, ``mlp`` maps ``False`` (a dense MLP)
+    and ``True`` (a mixture of experts) to the linear forward of the MLP half."""
+
+    attention: dict
+    mlp: dict
+
+
+@functools.lru_cache(maxsize=64)
+def _block_kinds(cfg):
+    """``(window, moe)`` of every block: :meth:`dtbook.models.TransformerConfig.
+    attention_window` and :meth:`~dtbook.models.TransformerConfig.is_moe_layer`."""
+    return tuple((cfg.attention_window(i), cfg.is_moe_layer(i)) for i in range(cfg.layers))
+
+
+def _windows(cfg):
+    """``(window, blocks)`` pairs, full attention (``None``) first."""
+    counts = {}
+    for w, _ in _block_kinds(cfg):
+        counts[w] = counts.get(w, 0) + 1
+    return sorted(counts.items(), key=lambda wn: -1 if wn[0] is None else wn[0])
+
+
+def _mlp_kinds(cfg):
+    return sorted({moe_ for _, moe_ in _block_kinds(cfg)})
+
+
+_DUPLICATED = ("q_down", "kv_down")   # MLA's down-projections: whole on every TP rank
+_ROW_PARALLEL = ("o", "down", "expert_down", "shared_down")
+
+
+def _gemm_seconds(mm_lin, rows, g, tp, count=1):
+    """One GEMM of :func:`dtbook.flops.block_gemms` over ``rows`` tokens on one GPU: column-
+    parallel (output split by TP), row-parallel (input split) or duplicated, Megatron-Core's
+    placement (``TEColumnParallelLinear``, ``TERowParallelLinear``; MLA's
+    ``linear_q_down_proj`` and ``linear_kv_down_proj`` are not split)."""
+    n, k = g["out_features"], g["in_features"]
+    if g["name"] in _ROW_PARALLEL:
+        k = k / tp
+    elif g["name"] not in _DUPLICATED:
+        n = n / tp
+    return mm_lin(rows, n, k, count=count)
+
+
+def attention_compute(job: Job, lay: Layouts, window=None):
+    """``(linear, core, core_backward)`` seconds of one block's attention for one micro-batch
+    on one GPU. The projections are :func:`dtbook.flops.block_gemms`'s: Q, K and V as one
+    fused GEMM (Megatron's ``linear_qkv``; GQA and MQA through the K and V widths), or MLA's
+    low-rank ``q_down``, ``q_up``, ``kv_down`` (latent plus the shared RoPE key) and ``kv_up``
+    in the explicit form training runs (:func:`dtbook.flops.mla_attention_flops`), then the
+    output projection. The core is :func:`dtbook.flops.attention_flops` with MLA's value width
+    and the block's sliding ``window`` (the band of keys within w - 1, halved for causal
+    attention as the full square is), at the flash kernel's measured rate; unfused, two
+    batched GEMMs over the whole score matrix (masked afterwards: a window saves nothing)."""
+    cfg, tp, cp, mb, T = job.cfg, lay.tp, lay.cp, lay.mb, lay.tokens
+    mm_lin = functools.partial(_matmul_time, gpu=job.gpu, dtype=job.dtype)
+    mm = functools.partial(_matmul_time, gpu=job.gpu)
+    gemms = [g for g in flops.block_gemms(cfg, 0) if g["name"] in
+             ("q", "k", "v", "o", "q_down", "q_up", "kv_down", "kv_up")]
+    if cfg.is_mla:
+        linear = sum(_gemm_seconds(mm_lin, T, g, tp) for g in gemms)
+    else:
+        qkv = sum(g["out_features"] for g in gemms if g["name"] in ("q", "k", "v"))
+        linear = (mm_lin(T, qkv / tp, cfg.hidden)
+                  + sum(_gemm_seconds(mm_lin, T, g, tp) for g in gemms if g["name"] == "o"))
+    hd = cfg.head_dim
+    vd = cfg.v_head_dim if cfg.is_mla else hd
+    if job.attention == "flash":
+        kern = hardware.attention_kernel(job.gpu)
+        full = flops.attention_flops(mb, job.seq, cfg.heads / tp, hd, value_dim=vd, window=window)
+        causal = 0.5 * full / cp                                          # s/cp queries
+        return linear, causal / kern.forward, 2.5 * causal / kern.backward
+    heads_gpu = mb * cfg.heads / tp
+    core = (mm(job.seq / cp, job.seq, hd, count=heads_gpu)
+            + mm(job.seq / cp, vd, job.seq, count=heads_gpu))
+    return linear, core, 2 * core
+
+
+def _expert_layout(job: Job, lay: Layouts):
+    """``(etp, tokens, g)``: the expert-tensor-parallel size, the tokens one GPU dispatches per
+    micro-batch and the EP ranks of one group in a node. ``expert_tensor_parallel`` None
+    (Megatron-Core before MoE parallel folding, and its default ETP = TP): the experts split
+    over the attention's TP group, every TP rank dispatches the micro-batch's ``tokens`` and
+    EP runs over the data-parallel replicas, its ranks ``tp * cp`` apart (g = gpus_per_node /
+    (tp cp)). An ETP e dividing TP (MoE parallel folding, Liu et al. 2025, arXiv:2504.14960;
+    ``--expert-tensor-parallel-size``): the expert mesh ETP x EP x EDP refolds the TP x CP x DP
+    ranks, ETP innermost, so a GPU holds ``tokens / tp`` (sequence parallelism) gathered over
+    its e ETP ranks, ``tokens * e / tp``, and an EP group's ranks are e apart (g =
+    gpus_per_node / e)."""
+    e = job.expert_tensor_parallel
+    if e is None:
+        return lay.tp, lay.tokens, job.gpus_per_node // (lay.tp * lay.cp)
+    return e, lay.tokens * e / lay.tp, np.full_like(lay.tp, job.gpus_per_node // e)
+
+
+def expert_load_factor(job: Job, lay: Layouts):
+    """Routed tokens on the busiest expert-parallel rank over the mean, chapter 18's model
+    (tokens pick their k experts independently and uniformly: an expert's load is
+    Binomial(N, k/E) over the N = ep * tokens the EP group routes per micro-batch). The
+    largest of ``ep`` ranks' loads is taken at the (1 - 1/ep) quantile (the characteristic
+    largest value of ``ep`` draws): :func:`dtbook.moe.capacity_factor_for_overflow` with
+    ``overflow = 1/ep`` gives it for one expert, ``1 + z sigma/mu``; a rank sums E/ep
+    experts' loads, whose relative spread is sqrt(E/ep) times smaller. Dropless routing
+    (Megatron-Core's default, DeepSeek-V3's): the busiest rank's GEMMs and all-to-alls carry
+    all of it. A trained router's skew (what the auxiliary losses fight) is not in the model.
+    1 without EP: every expert is local and the total is fixed."""
+    cfg, ep = job.cfg, lay.ep
+    if not job.moe_layers or not np.any(ep > 1):
+        return np.ones_like(ep)
+    n = np.maximum(ep, 2) * _expert_layout(job, lay)[1]
+    c = moe.capacity_factor_for_overflow(n, cfg.experts, cfg.experts_per_token,
+                                         overflow=1 / np.maximum(ep, 2))
+    return np.where(ep > 1, 1 + (c - 1) * np.sqrt(ep / cfg.experts), 1.0)
+
+
+def mlp_compute(job: Job, lay: Layouts, moe_block=False):
+    """Linear forward seconds of one block's MLP for one micro-batch on one GPU, at the shapes
+    of :func:`dtbook.flops.block_gemms`: a dense MLP (gate and up as one GEMM, then down), or
+    an MoE block's router (BF16, every token against every expert), the routed experts as a
+    grouped GEMM of E/ep local experts, each over its share k/E of the EP group's ``ep *
+    tokens`` tokens times :func:`expert_load_factor` (dropless), and the shared experts as one
+    MLP over all tokens (split by the attention's TP). Expert-tensor-parallel size: TP
+    (Megatron-Core's default) with EP carved out of DP, or the ETP of MoE parallel folding
+    (:func:`_expert_layout`), the experts' width split by ETP. The
+    experts' and shared experts' GEMMs run in ``dtype`` (FP8 with Transformer Engine, as
+    DeepSeek-V3 runs them); the router stays BF16."""
+    cfg, tp, T = job.cfg, lay.tp, lay.tokens
+    index = cfg.dense_layers if moe_block else 0
+    mm_lin = functools.partial(_matmul_time, gpu=job.gpu, dtype=job.dtype)
+    gemms = {g["name"]: g for g in flops.block_gemms(cfg, index)}
+    mult = 2 if cfg.gated_mlp else 1
+
+    def mlp(prefix, rows, count=1, fuse=1):
+        up, down = gemms[prefix + "up"], gemms[prefix + "down"]
+        width = up["out_features"] * fuse
+        return (mm_lin(rows, mult * width / tp, up["in_features"], count=count)
+                + mm_lin(rows, down["out_features"], width / tp, count=count))
+
+    if not moe_block:
+        return mlp("", T)
+    ep = lay.ep
+    etp, routed, _ = _expert_layout(job, lay)
+    share = float(gemms["expert_up"]["token_share"])
+    rows = share * ep * routed * expert_load_factor(job, lay)   # tokens per local expert
+    up, down = gemms["expert_up"], gemms["expert_down"]
+    count = up["count"] / ep
+    t = (_matmul_time(T, cfg.experts, cfg.hidden, gpu=job.gpu)  # the router
+         + mm_lin(rows, mult * up["out_features"] / etp, up["in_features"], count=count)
+         + mm_lin(rows, down["out_features"], down["in_features"] / etp, count=count))
+    if "shared_up" in gemms:
+        t = t + mlp("shared_", T, fuse=gemms["shared_up"]["count"])
+        if "shared_expert_gate" in gemms:
+            t = t + _matmul_time(T, 1, cfg.hidden, gpu=job.gpu)
+    return t
+
+
+@functools.lru_cache(maxsize=1024)
+def _rank_profiles(cfg, pp, vpp, first, last):
+    """Distinct pipeline ranks of a split: ``(counts, layers, moe, is_first, is_last)`` with
+    ``counts`` the rank's blocks of each kind (attention windows of :func:`_windows`, then
+    MLP kinds of :func:`_mlp_kinds`), from :func:`dtbook.pipeline_parallel.stage_layers` over
+    ``pp * vpp`` model chunks, rank r holding chunks r, r + pp, ... (interleaving)."""
+    kinds = _block_kinds(cfg)
+    wins = [w for w, _ in _windows(cfg)]
+    mlps = _mlp_kinds(cfg)
+    chunks = pipeline_parallel.stage_layers(cfg.layers, pp * vpp,
+                                            first if vpp == 1 else None,
+                                            last if vpp == 1 else None)
+    starts = np.concatenate([[0], np.cumsum(chunks)])
+    out = {}
+    for r in range(pp):
+        blocks = [i for c in range(r, pp * vpp, pp) for i in range(starts[c], starts[c + 1])]
+        counts = tuple([sum(kinds[i][0] == w for i in blocks) for w in wins]
+                       + [sum(kinds[i][1] == m for i in blocks) for m in mlps])
+        key = (counts, r == 0, r == pp - 1)
+        if key not in out:
+            out[key] = (counts, len(blocks), sum(kinds[i][1] for i in blocks), r == 0, r == pp - 1)
+    return tuple(out.values())
+
+
+def splits(cfg, pp, vpp=1, first=None, last=None):
+    """True where ``pp * vpp`` model chunks split the layers
+    (:func:`dtbook.pipeline_parallel.stage_layers`: evenly, or with the lighter first and
+    last stage it picks, or ``first``/``last`` layers on them as given)."""
+    pp, vpp = np.asarray(pp), np.asarray(vpp)
+    out = np.zeros(np.broadcast(pp, vpp).shape, dtype=bool)
+    given = first is not None or last is not None
+    for p, v in set(zip(np.broadcast_to(pp, out.shape).ravel().tolist(),
+                        np.broadcast_to(vpp, out.shape).ravel().tolist())):
+        try:
+            _rank_profiles(cfg, int(p), int(v), first, last)
+            ok = not (given and (p == 1 or v > 1))     # given ends: pp > 1, vpp 1
+        except ValueError:
+            ok = False
+        out[(pp == p) & (vpp == v)] = ok
+    return out
+
+
+def slowest_stage(job: Job, lay: Layouts, layer: LayerCompute) -> Stage:
+    """The slowest pipeline rank for one micro-batch: every distinct rank of the split
+    (:func:`_rank_profiles`, :func:`dtbook.pipeline_parallel.stage_layers`: even, Llama 3's
+    and DeepSeek's lighter first and last stage, or ``first_stage_layers`` /
+    ``last_stage_layers`` as given) adds up the compute of the kinds of block it holds
+    (:class:`LayerKinds`: full or windowed attention, dense or MoE MLP); the last also runs
+    the logits (forward once, backward twice) and, for a model with multi-token prediction
+    (DeepSeek-V3, ``mtp_layers``), each MTP module: one more block like the last, its
+    2h -> h projection and the logits again (DeepSeek-V3 report, Sec. 2.2). The busiest
+    decides, its compute and its MoE layers' all-to-alls (:func:`ep_comm`, which only a rank
+    with more MoE layers pays more of) together; ties go to the rank without the logits. The
+    MTP modules count as blocks of the last rank (``layers``, ``moe``)."""
+    cfg, kinds = job.cfg, layer.kinds
+    n = np.broadcast(lay.pp, lay.vpp, layer.linear).shape
+    attn = [kinds.attention[w] for w, _ in _windows(cfg)]
+    fwd_k = [a[0] + a[1] for a in attn] + [kinds.mlp[m] for m in _mlp_kinds(cfg)]
+    bwd_k = [2 * a[0] + a[2] for a in attn] + [2 * kinds.mlp[m] for m in _mlp_kinds(cfg)]
+    lin_k = [a[0] for a in attn] + [kinds.mlp[m] for m in _mlp_kinds(cfg)]
+    core_k = [a[1] for a in attn] + [0.0] * len(_mlp_kinds(cfg))
+    cbwd_k = [a[2] for a in attn] + [0.0] * len(_mlp_kinds(cfg))
+    F, B, LIN, CORE, CBWD = (np.stack([np.broadcast_to(x, n) for x in v])
+                             for v in (fwd_k, bwd_k, lin_k, core_k, cbwd_k))
+    logits = np.broadcast_to(layer.logits, n)
+    extra_f = logits
+    if getattr(cfg, "mtp_layers", 0):
+        last_kind = _block_kinds(cfg)[-1]
+        w_i = [w for w, _ in _windows(cfg)].index(last_kind[0])
+        m_i = len(attn) + _mlp_kinds(cfg).index(last_kind[1])
+        proj = _matmul_time(lay.tokens, cfg.hidden, 2 * cfg.hidden, gpu=job.gpu, dtype=job.dtype)
+        mtp_f = F[w_i] + F[m_i] + proj + logits
+        mtp_b = B[w_i] + B[m_i] + 2 * proj + 2 * logits
+    a2a = np.broadcast_to(_alltoall_per_moe_layer(job, lay), n)
+    mtp = getattr(cfg, "mtp_layers", 0)
+    mtp_moe = mtp * int(_block_kinds(cfg)[-1][1]) if mtp else 0
+    pp, vpp = np.broadcast_to(lay.pp, n).ravel(), np.broadcast_to(lay.vpp, n).ravel()
+    stride = int(vpp.max()) + 1
+    keys = pp.astype(np.int64) * stride + vpp.astype(np.int64)
+    present = np.zeros(int(keys.max()) + 1, dtype=bool)
+    present[keys] = True
+    uniq = np.flatnonzero(present)
+    lookup = np.zeros(present.size, dtype=np.int64)
+    lookup[uniq] = np.arange(uniq.size)
+    inv = lookup[keys]                    # each candidate's split, without sorting them all
+    tables = [sorted(_rank_profiles(cfg, int(k // stride), int(k % stride), job.first_stage_layers,
+                                    job.last_stage_layers), key=lambda pr: pr[4])
+              for k in uniq]               # ties go to a rank without the logits: it comes first
+    R, K = max(len(t) for t in tables), F.shape[0]
+    cnt, nls, nms = np.zeros((len(tables), R, K)), np.zeros((len(tables), R)), np.zeros((len(tables), R))
+    last_rank, valid = np.zeros((len(tables), R)), np.zeros((len(tables), R), dtype=bool)
+    for u, t in enumerate(tables):
+        for r, (counts, nl, nm, _, is_last) in enumerate(t):
+            cnt[u, r], nls[u, r], nms[u, r] = counts, nl, nm
+            last_rank[u, r], valid[u, r] = is_last, True
+    ends = np.array([[max(pr[1] for pr in t), next(pr[1] for pr in t if pr[4]),
+                      next(pr[1] for pr in t if pr[3])] for t in tables])[inv]
+    F, B, LIN, CORE, CBWD = (x.reshape(K, -1) for x in (F, B, LIN, CORE, CBWD))
+    extra_f, logits_flat, a2a = extra_f.reshape(-1), logits.reshape(-1), a2a.reshape(-1)
+    def dot(c, x):              # sum over the kinds of count times seconds, per candidate
+        return sum(c[k] * x[k] for k in range(K))
+
+    best = None
+    for r in range(R):          # each rank's sum over the kinds it holds; keep the slowest
+        c = cnt[:, r, :][inv].T                           # (kinds, candidates)
+        last = last_rank[inv, r]
+        f = dot(c, F) + last * extra_f
+        b = dot(c, B) + last * 2 * logits_flat
+        nl, nm = nls[inv, r], nms[inv, r]
+        if mtp:
+            f = f + last * mtp * mtp_f.reshape(-1)
+            b = b + last * mtp * mtp_b.reshape(-1)
+            nl, nm = nl + last * mtp, nm + last * mtp_moe
+        cost = np.where(valid[inv, r], f + b + nm * a2a, -np.inf)
+        row = dict(cost=cost, fwd=f, bwd=b, layers=nl, moe=nm, own=nls[inv, r], c=c)
+        if best is None:
+            best = row
+        else:
+            slower = cost > best["cost"]
+            best = {k: np.where(slower, row[k], best[k]) for k in best}
+    span = np.maximum(best["own"], 1)       # the stage's own blocks (the MTP module apart)
+    c = best["c"]
+    out = dict(layers=best["layers"].reshape(n), moe=best["moe"].reshape(n),
+               fwd=best["fwd"].reshape(n), bwd=best["bwd"].reshape(n),
+               lin=(dot(c, LIN) / span).reshape(n),
+               core=(dot(c, CORE) / span).reshape(n),
+               cbwd=(dot(c, CBWD) / span).reshape(n),
+               busiest=ends[:, 0].reshape(n), last=ends[:, 1].reshape(n),
+               first=ends[:, 2].reshape(n))
+    mean = LayerCompute(out["lin"], out["core"], out["cbwd"], logits)
+    return Stage(out["layers"], out["busiest"], out["last"], out["fwd"], out["bwd"],
+                 out["first"], out["moe"], mean)
