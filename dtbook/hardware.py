@@ -105,6 +105,10 @@ class Link:
 _H100_WHITEPAPER = ("NVIDIA H100 Tensor Core GPU Architecture whitepaper (Hopper), table "
                     "'NVIDIA H100 SXM5' peak figures: FP32 66.9, TF32 494.7, FP16/BF16 989.4, "
                     "FP8 1978.9 TFLOP/s dense (the datasheet's 989/1979/3958 TFLOP/s are with sparsity)")
+# Dense tensor-core peaks of the Hopper SXM parts (H100, H200, H800 share the chip and clocks),
+# from the H100 whitepaper; one dict so the three entries cannot drift apart.
+_HOPPER_DENSE = {"fp32": 66.9 * TFLOP, "tf32": 494.7 * TFLOP, "bf16": 989.4 * TFLOP,
+                 "fp16": 989.4 * TFLOP, "fp8": 1978.9 * TFLOP}
 _H100_DATASHEET = ("NVIDIA H100 Tensor Core GPU datasheet, H100 SXM column "
                    "(https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet): "
                    "GPU memory 80GB, GPU memory bandwidth 3.35TB/s")
@@ -157,8 +161,7 @@ _ACCELERATORS = {a.name: a for a in (
     ),
     Accelerator(
         name="h100-sxm",
-        peak_flops={"fp32": 66.9 * TFLOP, "tf32": 494.7 * TFLOP, "bf16": 989.4 * TFLOP,
-                    "fp16": 989.4 * TFLOP, "fp8": 1978.9 * TFLOP},
+        peak_flops=dict(_HOPPER_DENSE),
         hbm_bytes=80 * GiB, hbm_bandwidth=3.35 * TB,
         source=_H100_DATASHEET + "; " + _H100_WHITEPAPER,
         sources={"peak_flops": _H100_WHITEPAPER, "hbm_bytes": _H100_DATASHEET + "; " + _SMI_H100,
@@ -167,8 +170,7 @@ _ACCELERATORS = {a.name: a for a in (
     ),
     Accelerator(
         name="h200",
-        peak_flops={"fp32": 66.9 * TFLOP, "tf32": 494.7 * TFLOP, "bf16": 989.4 * TFLOP,
-                    "fp16": 989.4 * TFLOP, "fp8": 1978.9 * TFLOP},
+        peak_flops=dict(_HOPPER_DENSE),
         hbm_bytes=141 * GiB, hbm_bandwidth=4.8 * TB,
         source=_H200_DATASHEET,
         sources={"peak_flops": _H200_DATASHEET + "; dense figures from " + _H100_WHITEPAPER,
@@ -177,8 +179,7 @@ _ACCELERATORS = {a.name: a for a in (
     ),
     Accelerator(
         name="h800",
-        peak_flops={"fp32": 66.9 * TFLOP, "tf32": 494.7 * TFLOP, "bf16": 989.4 * TFLOP,
-                    "fp16": 989.4 * TFLOP, "fp8": 1978.9 * TFLOP},
+        peak_flops=dict(_HOPPER_DENSE),
         hbm_bytes=80 * GiB, hbm_bandwidth=3.35 * TB,
         source=_H800_SOURCES,
         sources={"peak_flops": _H800_SOURCES + "; dense figures from " + _H100_WHITEPAPER,

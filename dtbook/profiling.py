@@ -32,7 +32,7 @@ from . import _validate as check
 from . import comm, overlap, recompute, units
 from .symbolic import is_symbolic
 
-__all__ = ["flop_utilization", "hardware_flops", "step_budget", "link_efficiency", "slowdown",
+__all__ = ["flop_utilization", "hardware_flops", "step_budget", "slowdown",
            "zscores", "max_zscore", "throughput_loss", "wasted_device_hours"]
 
 
@@ -79,17 +79,6 @@ def step_budget(t_forward, t_backward, t_comm, t_optimizer, t_other=0, overlap_f
     check.nonnegative("t_other", t_other)
     return (t_forward + overlap.overlapped_time(t_backward, t_comm, overlap_fraction)
             + t_optimizer + t_other)
-
-
-def link_efficiency(nbytes, seconds, world, beta, collective="allreduce"):
-    """Share of the link's bandwidth a collective reached: its bus bandwidth
-    (:func:`dtbook.comm.bus_bandwidth`, chapter 13) over β (chapter 32). A ring all-reduce of
-    n bytes on P ranks that runs at the link's speed scores 1 once latency is negligible."""
-    check.nonnegative("nbytes", nbytes)
-    check.positive("seconds", seconds)
-    check.count("world", world)
-    check.positive("beta", beta)
-    return comm.bus_bandwidth(nbytes, seconds, world, collective) / beta
 
 
 def _times(name, times):

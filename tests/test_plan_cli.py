@@ -2,6 +2,7 @@
 JSON file), every bad input a one-line error, the constraint that left no layout named, the
 enumeration bounded by the model rather than by --gpus, and ties ordered by memory."""
 
+import argparse
 import importlib
 import inspect
 import io
@@ -358,3 +359,13 @@ def test_python_m_dtbook_plan():
     assert none.returncode == 1 and "Traceback" not in none.stderr and "batch divisible" in none.stderr
     helped = subprocess.run(py + ["--help"], capture_output=True, text=True, timeout=120)
     assert helped.returncode == 0 and "--config" in helped.stdout and "--accelerator" in helped.stdout
+
+
+def test_whole_number_arguments_have_their_minimum():
+    # one validator for every integer flag: --gpus and its like from 1, a planner-chosen
+    # count such as --first-stage-layers from 0; the message names the minimum
+    assert cli._at_least(0)("0") == 0 and cli._at_least(1)("1_000") == 1000
+    for minimum, bad in ((0, "-1"), (1, "0"), (1, "two"), (0, "1.5")):
+        with pytest.raises(argparse.ArgumentTypeError, match=f">= {minimum}, got '{bad}'"):
+            cli._at_least(minimum)(bad)
+    assert refused("llama3-8b", "--gpus", "0", "--batch", "8", "--seq", "4096")[0] == 2

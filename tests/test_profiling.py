@@ -43,15 +43,6 @@ def test_step_budget():
         profiling.step_budget(0.0, -1.0, 0.0, 0.0)
 
 
-def test_link_efficiency_is_one_at_the_ring_time():
-    n, p, beta = 1e9, 8, 50e9
-    t = 2 * (p - 1) / p * n / beta                     # a ring at the link's speed, α = 0
-    assert profiling.link_efficiency(n, t, p, beta) == pytest.approx(1.0)
-    assert profiling.link_efficiency(n, 2 * t, p, beta) == pytest.approx(0.5)
-    with pytest.raises(ValueError, match="nbytes"):
-        profiling.link_efficiency(-1.0, t, p, beta)
-
-
 def test_slowdown_and_zscores():
     times = [15.0] * 7 + [65.0]
     assert profiling.slowdown(times) == pytest.approx(65 / np.mean(times))

@@ -59,30 +59,27 @@ def _reduce_scatter(x, dim, group):
     return out.movedim(0, dim)
 
 
-class _GatherSeq(torch.autograd.Function):
-    """Forward all-gather along the sequence, backward reduce-scatter (chapter 17)."""
+def _sequence_collective(forward_op, backward_op):
+    """An autograd Function that runs `forward_op` along the sequence and its dual `backward_op`
+    on the gradient (chapter 17): an all-gather's backward is a reduce-scatter, and back."""
 
-    @staticmethod
-    def forward(ctx, x, group):
-        ctx.group = group
-        return _all_gather(x, SEQ, group)
+    class SequenceCollective(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, group):
+            ctx.group = group
+            return forward_op(x, SEQ, group)
 
-    @staticmethod
-    def backward(ctx, grad):
-        return _reduce_scatter(grad, SEQ, ctx.group), None
+        @staticmethod
+        def backward(ctx, grad):
+            return backward_op(grad, SEQ, ctx.group), None
+
+    SequenceCollective.__doc__ = (f"Forward {forward_op.__name__.strip('_')} along the sequence, "
+                                  f"backward {backward_op.__name__.strip('_')} (chapter 17).")
+    return SequenceCollective
 
 
-class _ScatterSeq(torch.autograd.Function):
-    """Forward reduce-scatter along the sequence, backward all-gather (chapter 17)."""
-
-    @staticmethod
-    def forward(ctx, x, group):
-        ctx.group = group
-        return _reduce_scatter(x, SEQ, group)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return _all_gather(grad, SEQ, ctx.group), None
+_GatherSeq = _sequence_collective(_all_gather, _reduce_scatter)
+_ScatterSeq = _sequence_collective(_reduce_scatter, _all_gather)
 
 
 def gather_seq(x, group=None):

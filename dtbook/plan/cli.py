@@ -31,26 +31,21 @@ _OWN = {"model", "gpus", "gpu", "global_batch", "seq", "zero", "recompute", "dty
         "gpus_per_node", "attention", "pipeline_engine", "node", *_FIX, *_SWITCHES}
 
 
-def _count(text):
-    """argparse type: a whole number >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text!r}")
-    return value
+def _at_least(minimum):
+    """argparse type: a whole number >= ``minimum`` (``1_000_000`` is fine)."""
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            raise argparse.ArgumentTypeError(
+                f"must be a whole number >= {minimum}, got {text!r}")
+        return value
+    return parse
 
 
-def _whole(text):
-    """argparse type: a whole number >= 1 (``1_000_000`` is fine)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
-    return value
+_count, _whole = _at_least(0), _at_least(1)
 
 
 def _extra_knobs():

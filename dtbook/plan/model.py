@@ -129,11 +129,12 @@ class Estimate:
     config: dict
 
 
-def _whole(**values):
-    """``ValueError`` naming the first of ``values`` that is not a whole number >= 1."""
+def _whole(minimum=1, /, **values):
+    """``ValueError`` naming the first of ``values`` that is not a whole number >= ``minimum``
+    (an int, not a bool or a float; the command line's ``cli._at_least`` is its argparse twin)."""
     for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+            raise ValueError(f"{name} must be a whole number >= {minimum}, got {value!r}")
 
 
 def _check(cfg, gpus, gpu, tp, pp, dp, cp, ep, vpp, micro_batch, global_batch, seq, zero,
@@ -162,8 +163,7 @@ def _check(cfg, gpus, gpu, tp, pp, dp, cp, ep, vpp, micro_batch, global_batch, s
     for name, value in (("first_stage_layers", first_stage_layers),
                         ("last_stage_layers", last_stage_layers)):
         if value is not None:
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-                raise ValueError(f"{name} must be a whole number >= 0, got {value!r}")
+            _whole(0, **{name: value})
             if pp == 1 or vpp > 1:
                 raise ValueError(f"{name}: an uneven first or last stage needs pp > 1 and vpp = 1")
     try:       # the layers on each stage (chapter 16): evenly, lighter ends, or as given
