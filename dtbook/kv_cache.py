@@ -76,4 +76,52 @@ def bytes_per_token_layer(cfg, value_bytes=2, kv_heads=None):
                               value_bytes)
 
 
+# ------------------------------------------------------------------ sliding windows and GQA serving (chapter 36)
+
+import numpy as np  # noqa: E402 (this section's own imports)
+import sympy as sp  # noqa: E402
+
+from .symbolic import is_symbolic, maximum  # noqa: E402
+
+__all__ += ["rolling_slot", "window_for_context", "cache_reduction", "max_batch"]
+
+
+def rolling_slot(position, window):
+    """Slot of position i in a rolling buffer of w slots: i mod w. Position i overwrites
+    i − w, the newest key no query from i on can see (chapter 36)."""
+    check.nonnegative("position", position)
+    check.positive("window", window)
+    return position % window
+
+
+def window_for_context(context, layers):
+    """Smallest window w whose receptive field after L layers, L·(w − 1) + 1
+    (:func:`receptive_field`), reaches ``context`` positions: ⌈(C − 1)/L⌉ + 1 (chapter 36)."""
+    check.positive("context", context)
+    check.positive("layers", layers)
+    if is_symbolic(context, layers):
+        return sp.ceiling((context - 1) / layers) + 1
+    return np.ceil((np.asarray(context, dtype=float) - 1) / layers)[()] + 1
+
+
+def cache_reduction(seq, window, kv_heads, heads):
+    """Cache bytes with a window of w keys and g key-value heads over those of full MHA at
+    sequence length S: min(S, w)/S · g/A (chapter 36)."""
+    check.positive("kv_heads", kv_heads)
+    check.positive("heads", heads)
+    return cached_tokens(seq, window) / seq * kv_heads / heads
+
+
+def max_batch(memory, model_bytes, sequence_bytes):
+    """Sequences one accelerator can serve at once: ⌊(M − M_model)/KV per sequence⌋, zero
+    when the weights leave no room (chapter 36)."""
+    check.positive("memory", memory)
+    check.nonnegative("model_bytes", model_bytes)
+    check.positive("sequence_bytes", sequence_bytes)
+    room = maximum(memory - model_bytes, 0)
+    if is_symbolic(memory, model_bytes, sequence_bytes):
+        return sp.floor(room / sequence_bytes)
+    return np.floor(np.asarray(room, dtype=float) / sequence_bytes)[()]
+
+
 check.guard_module(globals())  # every public formula checks its arguments (DESIGN.md)

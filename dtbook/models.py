@@ -58,7 +58,7 @@ _INT_FIELDS_POSITIVE = ("hidden", "layers", "heads", "kv_heads", "ffn_hidden", "
 _INT_FIELDS_NONNEGATIVE = (
     "experts", "experts_per_token", "shared_experts", "dense_layers", "q_lora_rank",
     "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "mtp_layers",
-    "sliding_window", "global_every",
+    "sliding_window", "global_every", "router_group_topk",
 )
 _BOOL_FIELDS = ("norm_bias", "attn_bias", "qkv_bias", "mlp_bias", "tied_embeddings", "final_norm",
                 "router_bias", "embedding_norm", "shared_expert_gate", "attention_sinks",
@@ -118,6 +118,10 @@ class TransformerConfig:
     shared_expert_gate: bool = False  # a sigmoid gate (hidden -> 1) on it (Qwen2-MoE)
     dense_layers: int = 0  # leading dense blocks in an MoE model (DeepSeek's first_k_dense_replace)
     router_bias: bool = False  # one stored bias per expert (DeepSeek-V3's e_score_correction_bias)
+    # group-limited routing (DeepSeek-V3's n_group, topk_group): a token's experts come from
+    # router_group_topk of router_groups equal blocks of experts; 0 topk: no limit
+    router_groups: int = 1
+    router_group_topk: int = 0
     # sliding-window attention (sliding_window == 0: every layer attends to the whole prefix)
     sliding_window: int = 0  # a query sees itself and the sliding_window - 1 tokens before it
     global_every: int = 0  # 0: all windowed; k: block i full when i % k == k - 1
@@ -187,13 +191,20 @@ class TransformerConfig:
                                  f"got {self.experts_per_token}")
             if self.dense_layers > self.layers:
                 raise ValueError(f"dense_layers ({self.dense_layers}) must be <= layers ({self.layers})")
+            if (not isinstance(self.router_groups, int) or isinstance(self.router_groups, bool)
+                    or self.router_groups < 1 or self.experts % self.router_groups):
+                raise ValueError(f"router_groups must be a whole number >= 1 dividing experts "
+                                 f"({self.experts}), got {self.router_groups!r}")
+            if self.router_group_topk > self.router_groups:
+                raise ValueError(f"router_group_topk must be at most router_groups "
+                                 f"({self.router_groups}), got {self.router_group_topk!r}")
             if not self.shared_experts:
                 if self.shared_expert_gate:
                     raise ValueError("shared_expert_gate needs shared_experts > 0")
                 if self.shared_expert_ffn_hidden is not None:
                     raise ValueError("shared_expert_ffn_hidden needs shared_experts > 0")
         else:
-            for f in ("experts_per_token", "shared_experts", "dense_layers"):
+            for f in ("experts_per_token", "shared_experts", "dense_layers", "router_group_topk"):
                 if getattr(self, f):
                     raise ValueError(f"{f} needs experts > 0 (this config is dense)")
             for f in ("router_bias", "shared_expert_gate"):
@@ -542,7 +553,7 @@ _CATALOG: dict[str, TransformerConfig] = {c.name: c for c in (
         vocab=129280, max_seq=163840, experts=256, experts_per_token=8, shared_experts=1,
         expert_ffn_hidden=2048, dense_layers=3, router_bias=True, q_lora_rank=1536,
         kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
-        mtp_layers=1,
+        mtp_layers=1, router_groups=8, router_group_topk=4,
         source=(_HF + "deepseek-ai/DeepSeek-V3/blob/main/config.json and README_WEIGHTS.md "
                 "(DeepSeek-AI 2024, arXiv:2412.19437). Modelled exactly as the checkpoint "
                 "stores it: MLA with q_lora_rank 1536, kv_lora_rank 512, per-head widths "
@@ -913,6 +924,9 @@ def from_hf_config(source) -> TransformerConfig:
                       router_bias=r.must("topk_method", ("noaux_tc", "greedy", "group_limited_greedy"),
                                          "noaux_tc" if kind == "deepseek_v3" else "greedy")
                       == "noaux_tc")
+            if data.get("topk_method") in ("noaux_tc", "group_limited_greedy"):   # group-limited
+                kw.update(router_groups=r.int("n_group", 1, low=1),
+                          router_group_topk=r.int("topk_group", 0, low=0))
         kw["mtp_layers"] = r.int("num_nextn_predict_layers", 0, low=0)
     if "layer_types" in data:  # newer transformers write each layer's attention out
         kw.update(_window_pattern(r, kw.get("sliding_window") or data.get("sliding_window"),

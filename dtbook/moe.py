@@ -269,6 +269,38 @@ def dispatch_received_bytes(shares, tokens, hidden, world, experts_per_token=1,
     return (m.sum(axis=0) - np.diag(m)) * hidden * value_bytes
 
 
+def expected_destinations(experts, experts_per_token, units, groups=1, group_topk=None):
+    """Expected number of distinct ``units`` (ranks or nodes, each holding an equal
+    contiguous block of the ``experts``) that one token's ``experts_per_token`` routed
+    experts land on, with balanced routing (chapters 18 and 35). Group-limited routing
+    (DeepSeek-V3's node-limited routing: ``n_group`` groups, ``topk_group`` chosen per token)
+    first picks ``group_topk`` of ``groups`` equal blocks, then k experts among the chosen
+    groups' experts; a unit then lies inside one group, so ``groups`` must divide ``units``.
+    Among the n = group_topk·E/groups candidate experts in c = group_topk·units/groups
+    candidate units of u = E/units experts each, a unit is missed with the hypergeometric
+    probability C(n − u, k)/C(n, k), so the expectation is c·(1 − C(n − u, k)/C(n, k)).
+    A dispatcher that sends a token once per destination (DeepSeek's kernels, DeepEP) moves
+    this many copies where one copy per expert moves k."""
+    for name, value in (("experts", experts), ("experts_per_token", experts_per_token),
+                        ("units", units), ("groups", groups)):
+        check.count(name, value)
+    group_topk = groups if group_topk is None else group_topk
+    check.count("group_topk", group_topk)
+    if experts % units:
+        raise ValueError(f"units must divide experts ({experts}), got {units!r}")
+    if group_topk > groups:
+        raise ValueError(f"group_topk must be at most groups ({groups}), got {group_topk!r}")
+    if units % groups:
+        raise ValueError(f"groups must divide units ({units}), got {groups!r}")
+    n = group_topk * experts // groups
+    if experts_per_token > n:
+        raise ValueError(f"experts_per_token must be at most the {n} experts of the chosen "
+                         f"groups, got {experts_per_token!r}")
+    per_unit, candidates = experts // units, group_topk * units // groups
+    missed = math.comb(n - per_unit, experts_per_token) / math.comb(n, experts_per_token)
+    return candidates * (1 - missed)
+
+
 # ------------------------------------------------------------------ layouts
 
 def expert_tp_bytes_sent(tokens, hidden, tp, experts_per_token=1, value_bytes=2):
@@ -337,3 +369,20 @@ def max_mean_ratio(load):
 
 
 check.guard_module(globals())  # every public formula checks its arguments (DESIGN.md)
+
+
+# ==== chapter 35: where the experts sit, and what crosses nodes ================================
+# (DeepSeek-V3: 256 routed experts over EP 64 on 8-GPU nodes, each token sent to at most 4
+# nodes; a token bound for a node crosses InfiniBand once and fans out over NVLink.)
+
+def internode_fraction(ep, gpus_per_node=8):
+    """Share of a token's routed-expert choices that leave its node when routing is uniform
+    and the ``ep`` ranks of an expert-parallel group fill whole nodes of ``gpus_per_node``:
+    1 − min(ep, g)/ep (chapter 35). 7/8 for EP 64 on 8-GPU nodes, 0 for EP ≤ 8."""
+    check.count("ep", ep)
+    check.count("gpus_per_node", gpus_per_node)
+    return 1 - minimum(ep, gpus_per_node) / ep
+
+
+__all__ += ["internode_fraction"]
+internode_fraction = check.guarded(internode_fraction)

@@ -257,3 +257,67 @@ FORMATS = {f.name: f for f in (
 )}
 
 check.guard_module(globals(), arrays=True)
+
+
+# ==== chapter 35: block-wise FP8 and the rounding-error model =================================
+# (DeepSeek-V3's fine-grained quantization: one scale per 1×128 tile or 128×128 block.)
+
+def rounding_rmse(step):
+    """RMS error of rounding to the nearest point of a grid of spacing Δ when the values lie
+    evenly within a step: the error is uniform on [−Δ/2, Δ/2], so Δ/√12 (chapter 35)."""
+    check.positive("step", step)
+    return step / (sp.sqrt(12) if _sym(step) else np.sqrt(12.0))
+
+
+def gaussian_amax(sigma, n):
+    """The largest magnitude among ``n`` draws of N(0, σ²), to leading order σ√(2 ln n)
+    (chapter 35): what one scale per tensor must cover, against one per block of 128."""
+    check.positive("sigma", sigma)
+    check.count("n", n, 2)
+    if _sym(sigma, n):
+        return sigma * sp.sqrt(2 * sp.log(n))
+    return sigma * np.sqrt(2 * np.log(n))
+
+
+import math  # noqa: E402  (this section's own import)
+
+
+def _erf(x):
+    return np.asarray(np.frompyfunc(math.erf, 1, 1)(x), dtype=float)
+
+
+def scaled_rounding_rmse(sigma, amax, exp_bits=4, man_bits=3, variant="fn"):
+    """RMS error of N(0, σ²) values multiplied by the scale max/amax (:func:`fp8_scale`),
+    rounded to the nearest value of the format and divided back (chapter 35). ``amax`` is
+    the largest magnitude of the tensor or block the scale is for, so no value lies beyond
+    it: the values are N(0, σ²) given |x| ≤ amax, and nothing clips.
+
+    Rounding in the binade [2^e, 2^(e+1)) has spacing Δ_e = 2^(e − m) and an error of RMS
+    Δ_e/√12 (:func:`rounding_rmse`); the subnormals below the smallest normal share the first
+    binade's spacing. So MSE = Σ_e P(|x|·scale ∈ binade e | |x| ≤ amax)·Δ_e²/12, and the RMSE
+    is √MSE/scale, in the units of x. ``amax`` may be an array (one scale per block): one
+    RMSE per block."""
+    check.positive("sigma", sigma)
+    check.positive("amax", amax)
+    check.scalar("sigma", sigma)
+    if _sym(sigma, amax, exp_bits, man_bits):
+        raise ValueError("sigma and amax must be numbers here (a sum over binades), not symbols")
+    top = max_value(exp_bits, man_bits, variant)
+    low = int(1 - bias(exp_bits))
+    high = int(np.floor(np.log2(top)))
+    amax = np.asarray(amax, dtype=float)
+    scale = top / amax
+    s = sigma * scale * np.sqrt(2.0)          # Φ(b) − Φ(a) = (erf(b/(σ√2)) − erf(a/(σ√2)))/2
+    mse = np.zeros_like(scale)
+    edges = [0.0] + [2.0 ** e for e in range(low, high + 1)] + [top]
+    for k in range(len(edges) - 1):
+        a, b = edges[k], edges[k + 1]
+        step = 2.0 ** (max(k - 1 + low, low) - man_bits)   # [0, 2^low): the subnormals
+        mse = mse + (_erf(b / s) - _erf(a / s)) * rounding_rmse(step) ** 2   # both signs: 2·(Φ(b) − Φ(a))
+    out = np.sqrt(mse / _erf(top / s)) / scale              # given |x| <= amax
+    return float(out) if out.ndim == 0 else out
+
+
+__all__ += ["rounding_rmse", "gaussian_amax", "scaled_rounding_rmse"]
+for _name in ("rounding_rmse", "gaussian_amax", "scaled_rounding_rmse"):
+    globals()[_name] = check.guarded(globals()[_name], arrays=True)

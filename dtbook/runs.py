@@ -64,9 +64,10 @@ _CONVENTIONS = ("megatron-hfu", "megatron-mfu", "llama3", "nemo-full", "nemo-cau
 # The training stacks the sources name: NVIDIA's Megatron-LM (Narayanan et al. 2021,
 # Korthikanti et al. 2022, its README), Microsoft's and BigScience's Megatron-DeepSpeed
 # (MT-NLG, BLOOM), Meta's own stack for Llama 3, NVIDIA NeMo and Megatron-Bridge (both on
-# Megatron-Core), PyTorch's torchtitan (FSDP2, Liang et al. 2024).
+# Megatron-Core), PyTorch's torchtitan (FSDP2, Liang et al. 2024), DeepSeek's in-house
+# HAI-LLM (DeepSeek-V3).
 SOFTWARE = ("", "megatron-lm", "megatron-deepspeed", "llama3", "nemo", "megatron-bridge",
-            "torchtitan")
+            "torchtitan", "hai-llm")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,7 +90,9 @@ class PublishedRun:
     GPUs), ``None`` where it prints none; ``out_of_sample`` marks rows added after the
     planner's mechanisms for them were written (issue 22: the FSDP2 and MoE rows), whose
     errors :func:`dtbook.plan.summary` reports apart from the rows the planner was built
-    against.
+    against. ``moe_dispatcher``, ``moe_comm_overlap`` and ``expert_tensor_parallel`` are the
+    MoE settings the source's scripts set (:func:`dtbook.plan.estimate`'s keywords of the same
+    names; ``None``: not set).
     """
 
     name: str
@@ -125,6 +128,9 @@ class PublishedRun:
     gradient_accumulation_fusion: bool | None = None
     memory_per_gpu: float | None = None
     out_of_sample: bool = False
+    moe_dispatcher: str = "alltoall"
+    moe_comm_overlap: bool = False
+    expert_tensor_parallel: int | None = None
 
     def __post_init__(self) -> None:
         if self.printed is not None:
@@ -164,6 +170,7 @@ _K22 = ("Korthikanti et al. 2022, 'Reducing Activation Recomputation in Large Tr
 _S22 = ("Smith et al. 2022, 'Using DeepSpeed and Megatron to Train Megatron-Turing NLG 530B, "
         "A Large-Scale Generative Language Model', arXiv:2201.11990")
 _L24 = "Llama Team (Dubey et al.) 2024, 'The Llama 3 Herd of Models', arXiv:2407.21783"
+_DS24 = "DeepSeek-AI 2024, 'DeepSeek-V3 Technical Report', arXiv:2412.19437"
 
 _README_GPT3 = ("NVIDIA Megatron-LM README.md, 'GPT-3 Example' (github.com/NVIDIA/Megatron-LM, "
                 "from commit 152aab3, January 2021, until 2024)")
@@ -243,12 +250,24 @@ _BRIDGE_MOE = ("NVIDIA Megatron-Bridge performance summary archive, github.com/N
 _BRIDGE_MOE_NOTE = ("Megatron-Core MoE on DGX H100 with DDP (the table's FSDP 0); every MoE "
                     "table notes 'we force-balance the token distribution among experts' "
                     "(perfectly balanced routing). Printed: GPUs, GBS, MBS, sequence, TP, PP, CP, "
-                    "VP, EP; recompute, sequence parallelism and the distributed optimizer are not, "
+                    "VP, EP and ETP (1: the benchmark scripts' perf_matrix, e.g. Megatron-Bridge "
+                    "scripts/performance/configs at fa0315ae, so the experts refold a stage's "
+                    "TP x DP ranks: MoE parallel folding); recompute, sequence parallelism and the distributed optimizer are not, "
                     "so plan.validate lets the planner choose them. Tokens/s per GPU is compared; "
                     "the table's model TFLOP/s (in the source line) is not NeMo's dense formula.")
 
 
-def _bridge_moe(name, model, gpus, tp, pp, vpp, ep, mb, batch, dtype, tokens, tflops, where):
+# What the 25.09 benchmark script set for DeepSeek-V3 on H100 (Megatron-Bridge
+# scripts/performance/run_script.py at fa0315ae, 2025-10-10): DeepEP (enable_deepep for
+# "h100": the flex dispatcher), the EP all-to-all overlapped in 1F1B
+# (overlap_moe_expert_parallel_comm, delay_wgrad_compute) and no overlap of the gradient
+# reduction (overlap_grad_reduce False on H100). Its recompute_modules ["mla_up_proj", "mlp"]
+# have no planner setting; the row's recompute is left to the planner like the others'.
+_BRIDGE_DSV3_H100 = dict(moe_dispatcher="deepep", moe_comm_overlap=True, overlap_grad_reduce=False)
+
+
+def _bridge_moe(name, model, gpus, tp, pp, vpp, ep, mb, batch, dtype, tokens, tflops, where,
+                **software):
     return PublishedRun(
         name=name, model=model, gpu="h100-sxm", gpus=gpus, tp=tp, pp=pp, dp=gpus // (tp * pp),
         ep=ep, vpp=vpp, micro_batch=mb, global_batch=batch, seq=4096, dtype=dtype,
@@ -257,7 +276,7 @@ def _bridge_moe(name, model, gpus, tp, pp, vpp, ep, mb, batch, dtype, tokens, tf
                              f"TP {tp}, PP {pp}, CP 1, VP {vpp}, EP {ep}: {tokens:,} tokens/s/GPU, "
                              f"{tflops} model TFLOP/s/GPU)",
         note=_BRIDGE_MOE_NOTE, printed=_NEMO_PRINTED, software="megatron-bridge",
-        out_of_sample=True)
+        out_of_sample=True, expert_tensor_parallel=1, **software)
 
 
 _MEGATRON_2021 = frozenset({"tp", "pp", "dp", "cp", "ep", "zero", "recompute", "sequence_parallel"})
@@ -469,7 +488,28 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
                    "micro-batches are not printed)", printed=_TT_PRINTED - {"micro_batch"}),
     # Megatron-Bridge MoE rows on DGX H100, out of sample (_BRIDGE_MOE_NOTE)
     _bridge_moe("bridge-deepseek-v3-1024", "deepseek-v3", 1024, 2, 8, 4, 64, 1, 8192, "fp8", 1297,
-                338, "section '25.09 NeMo Container', DGX-H100 DeepSeek-V3 row"),
+                338, "section '25.09 NeMo Container', DGX-H100 DeepSeek-V3 row", **_BRIDGE_DSV3_H100),
+    # DeepSeek-V3's own pre-training on 2,048 H800s, out of sample: a whole run's GPU-hours
+    PublishedRun(
+        name="deepseek-v3-2048", model="deepseek-v3", gpu="h800", gpus=2048, tp=1, pp=16,
+        dp=128, ep=64, global_batch=15360, seq=4096, zero=1, dtype="fp8",
+        tokens_per_gpu=1e12 / (180e3 * 3600), convention="tokens",
+        peak=hardware.get("h800").peak("fp8"),
+        source=_DS24 + ", Sec. 1 and Table 1 ('180K H800 GPU hours' per trillion tokens, "
+               "'2048 H800 GPUs'), Sec. 3.2 (PP 16, EP 64 over 8 nodes, ZeRO-1 data parallelism, "
+               "no TP), Sec. 3.3 (FP8 GEMMs), Sec. 4.2 (sequence 4K; batch 15,360 after the "
+               "ramp): 1e12 / (180e3 x 3600) = 1,543 tokens/s per GPU",
+        note=("A whole run's GPU-hours (restarts, evaluation and the batch ramp included), not "
+              "a benchmark's steady state: the planner should come out faster. DualPipe pairs "
+              "each micro-batch's all-to-alls with another's compute and the node-limited "
+              "dispatch sends a token to at most 4 nodes over InfiniBand (Sec. 2.1.2, 3.2.2), "
+              "hence moe_dispatcher 'deepep' and moe_comm_overlap; DualPipe's own bubble, "
+              "(p/2 - 1) chunks, is not modelled (the planner's 1F1B bubble is larger); the "
+              "recomputation of RMSNorm and the MLA up-projections (Sec. 3.2.3) has no planner "
+              "setting; micro-batch and recompute are chosen by the planner."),
+        printed=frozenset({"tp", "pp", "dp", "cp", "ep", "vpp", "zero", "sequence_parallel"}),
+        software="hai-llm", cluster="hgx-h800", overlap_grad_reduce=True,
+        moe_dispatcher="deepep", moe_comm_overlap=True, out_of_sample=True),
     _bridge_moe("bridge-qwen3-235b-256", "qwen3-235b-a22b", 256, 2, 8, 4, 32, 1, 2048, "fp8", 1575,
                 233, "section '25.11 NeMo Container', DGX-H100 Qwen3-235B-A22B row"),
     _bridge_moe("bridge-qwen3-30b-16", "qwen3-30b-a3b", 16, 1, 2, 24, 8, 2, 512, "fp8", 5275, 121,
@@ -482,7 +522,7 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
 
 
 # The documents the rows come from, each named once (reference()).
-_DOCUMENTS = (_N21, _K22, _S22, _L24, _README_GPT3, _BLOOM, _NEMO_2407, _BRIDGE_2602, _TT,
+_DOCUMENTS = (_N21, _K22, _S22, _L24, _DS24, _README_GPT3, _BLOOM, _NEMO_2407, _BRIDGE_2602, _TT,
               _BRIDGE_MOE)
 
 

@@ -50,6 +50,7 @@ NOT_FORMULAS = {
     "edition", "reference",
     # runs searches over a candidate list (tests/test_search_strategies.py)
     "search_strategies",
+    "decoding",  # chapter 36: rolling-buffer KV cache and speculative sampler, tests/test_decoding.py, tests/test_speculative.py
 }
 # Functions of formula modules that are not formulas: they run a loader or write files.
 NOT_FORMULA_FUNCTIONS = {"datapipe.make_tokens", "datapipe.write_shards", "datapipe.run_loader",
@@ -76,6 +77,10 @@ def _baselines():
     x = np.array([1e6, 1e7, 1e8, 1e9, 1e10])
     return {
         "investigation.bisection_steps": dict(good=8, bad=64),
+        "speculative.acceptance_rate": dict(target=np.array([0.5, 0.3, 0.2]),
+                                            draft=np.array([0.2, 0.2, 0.6])),
+        "speculative.accepted_distribution": dict(target=np.array([0.5, 0.3, 0.2]),
+                                                  draft=np.array([0.2, 0.2, 0.6])),
         "compression.eckart_young_error": dict(singular_values=np.array([3.0, 2.0, 1.0]), rank=1),
         "batchsize.estimate_grad_sq": dict(grad_sq_small=2.0, grad_sq_big=1.5, batch_small=8,
                                            batch_big=64),

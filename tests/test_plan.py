@@ -203,10 +203,9 @@ def test_validation_target_over_every_row():
     assert plan.summary(plan.validate())["meets"]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="the rows within TARGET_WORST miss TARGET_MEDIAN today: every A100 row "
-                          "is over-predicted (chapter 27)")
 def test_in_band_rows_meet_the_median_target():
+    # the rows within TARGET_WORST, dense and MoE, in and out of sample, meet the median
+    # target once the matmul ceilings are the sustained ones (hardware.matmul_ceiling)
     rows = [r for r in plan.validate()
             if r["error"] is not None and abs(r["error"]) <= plan.TARGET_WORST]
     assert plan.summary(rows)["median"] <= plan.TARGET_MEDIAN

@@ -85,6 +85,7 @@ def test_every_row_names_its_software(name):
               "llama3" if r.convention == "llama3" else
               "megatron-bridge" if r.name.startswith("bridge") else
               "torchtitan" if r.name.startswith("torchtitan") else
+              "hai-llm" if r.name == "deepseek-v3-2048" else
               "nemo" if r.name.startswith("nemo") else "megatron-lm")
     assert r.software == expect
     if r.cluster:
@@ -107,7 +108,7 @@ def test_sources_cite_documents_not_how_they_were_looked_up():
         for words in ("not reached", "search tool", "second pass", "not stored", "curriculum"):
             assert words not in (r.source + " " + r.note).lower(), (r.name, words)
     # one document per paper, README or performance table
-    assert len({runs.reference(r) for r in runs.runs()}) == 10
+    assert len({runs.reference(r) for r in runs.runs()}) == 11
 
 
 # Issue 22's rows: torchtitan's FSDP2 benchmark and Megatron-Bridge's MoE tables, added after
@@ -119,10 +120,11 @@ TORCHTITAN = {"torchtitan-llama3-8b-8", "torchtitan-llama3-8b-8-fp8", "torchtita
               "torchtitan-llama3-405b-512"}
 BRIDGE_MOE = {"bridge-deepseek-v3-1024", "bridge-qwen3-235b-256", "bridge-qwen3-30b-16",
               "bridge-gpt-oss-120b-64", "bridge-gpt-oss-120b-64-2604"}
+DEEPSEEK = {"deepseek-v3-2048"}
 
 
 def test_out_of_sample_rows_are_issue_22s():
-    assert {r.name for r in runs.runs() if r.out_of_sample} == TORCHTITAN | BRIDGE_MOE
+    assert {r.name for r in runs.runs() if r.out_of_sample} == TORCHTITAN | BRIDGE_MOE | DEEPSEEK
     assert len([r for r in runs.runs() if not r.out_of_sample]) == 31
 
 
@@ -167,3 +169,25 @@ def test_bridge_moe_tflops_are_the_causal_model_flops(name, tflops):
     per_token = 3 * (f["linear_forward"] + f["attention_forward"] / 2) / r.seq
     assert r.tokens_per_gpu * per_token / TFLOP == pytest.approx(tflops, rel=0.01)
     assert f"{tflops} model TFLOP/s/GPU" in r.source
+
+
+def test_deepseek_v3_row_is_its_reports_gpu_hours():
+    # 180K H800 GPU-hours per trillion tokens, turned into tokens/s per GPU; DeepSeek's own
+    # dispatch (once per node, node-limited) and DualPipe's overlap, on its H800 nodes
+    r = runs.get("deepseek-v3-2048")
+    assert r.gpu == "h800" and r.cluster == "hgx-h800" and r.gpus == 2048
+    assert r.tp * r.pp * r.dp == 2048 and (r.pp, r.ep) == (16, 64)
+    assert 1e12 / (r.tokens_per_gpu * r.gpus) * r.gpus / 3600 == pytest.approx(180e3)
+    assert (r.moe_dispatcher, r.moe_comm_overlap) == ("deepep", True)
+    assert "180K H800 GPU hours" in r.source and runs.reference(r).endswith("arXiv:2412.19437")
+
+
+@pytest.mark.parametrize("name", sorted(BRIDGE_MOE))
+def test_bridge_moe_rows_fold_the_experts(name):
+    # the benchmark scripts' perf_matrix sets etp 1; DeepSeek-V3's H100 script also DeepEP and
+    # the 1F1B all-to-all overlap, without overlapping the gradient reduction
+    r = runs.get(name)
+    assert r.expert_tensor_parallel == 1
+    ds = name == "bridge-deepseek-v3-1024"
+    assert (r.moe_dispatcher, r.moe_comm_overlap) == (("deepep", True) if ds else ("alltoall", False))
+    assert r.overlap_grad_reduce is (False if ds else None)

@@ -182,3 +182,86 @@ def new_layout_groups(tp, ep):
             if rank in ranks:
                 mine[kind] = (g, ranks)
     return mine
+
+
+# ------------------------------------------------------------------ token permutation (chapter 36)
+
+__all__ += ["swiglu_expert", "permute", "moe_permuted", "moe_loop", "ep_permuted"]
+
+
+def swiglu_expert(x, w1, w3, w2):
+    """One Mixtral expert: W₂·(SiLU(W₁x) ⊙ W₃x) on a (n, H) block of tokens, with ``w1``,
+    ``w3`` of shape (H, F) and ``w2`` (F, H) (chapter 36)."""
+    return (F.silu(x @ w1) * (x @ w3)) @ w2
+
+
+def permute(idx, experts):
+    """The token permutation of a (T, k) routing: ``order``, the T·k assignments sorted by
+    expert with a stable sort (assignment a is token a // k, choice a % k; ties keep token
+    order), and ``counts``, assignments per expert, so that expert e's tokens are the
+    contiguous rows counts[:e].sum() … counts[:e + 1].sum() − 1 (chapter 36)."""
+    flat = idx.reshape(-1)
+    return flat.argsort(stable=True), torch.bincount(flat, minlength=experts)
+
+
+def _grouped(rows, counts, ffn, first=0):
+    """Run expert first + e on its contiguous block of ``rows``: one GEMM chain per expert."""
+    blocks = rows.split(counts.tolist())
+    return torch.cat([ffn(b, first + e) if len(b) else b for e, b in enumerate(blocks)])
+
+
+def moe_permuted(x, weights, idx, ffn, experts):
+    """The routed experts by token permutation (MegaBlocks-style, without padding): gather
+    the T·k assignments sorted by expert, run each expert once on its contiguous block
+    (``ffn(block, e)``), and scatter the weighted results back to their tokens (the unpermute,
+    an index_add). Equal to :func:`moe_loop` (chapter 36)."""
+    k = idx.shape[1]
+    order, counts = permute(idx, experts)
+    out = _grouped(x[order // k], counts, ffn)
+    w = weights.reshape(-1)[order, None]
+    return torch.zeros_like(x).index_add(0, order // k, w * out)
+
+
+def moe_loop(x, weights, idx, ffn):
+    """The reference: every token, every one of its k choices, one expert call on one row
+    (chapter 36)."""
+    y = torch.zeros_like(x)
+    for t in range(idx.shape[0]):
+        for j in range(idx.shape[1]):
+            e = int(idx[t, j])
+            y[t] += weights[t, j] * ffn(x[t:t + 1], e)[0]
+    return y
+
+
+def ep_permuted(x, weights, idx, ffn, experts, group=None, log=None):
+    """Expert parallelism with the permutation on both sides, forward only, for any expert
+    function ``ffn(block, e)`` with e a global expert id (Mixtral's SwiGLU): sort this rank's
+    assignments by expert (:func:`permute`), exchange the counts, send each rank its block
+    with ``all_to_all_single`` and uneven splits, sort what arrived by local expert and run
+    each local expert once, undo that sort, send the results back, and unpermute with the
+    routing weights. ``log`` receives the splits (chapter 36; :func:`ep_forward` is chapter
+    18's version with gradients)."""
+    group = group if group is not None else dist.group.WORLD
+    world, rank = dist.get_world_size(group), dist.get_rank(group)
+    local = experts // world
+    k = idx.shape[1]
+    order, counts = permute(idx, experts)
+    send = x[order // k]
+    recv_counts = torch.empty_like(counts)
+    dist.all_to_all_single(recv_counts, counts, group=group)
+    in_splits = counts.view(world, local).sum(1).tolist()
+    from_src = recv_counts.view(world, local)              # [source rank, local expert]
+    out_splits = from_src.sum(1).tolist()
+    got = send.new_empty(sum(out_splits), x.shape[1])
+    dist.all_to_all_single(got, send, out_splits, in_splits, group=group)
+    # each source's block is sorted by expert: a stable sort by local expert groups them all
+    expert_of = torch.arange(local).repeat(world).repeat_interleave(from_src.reshape(-1))
+    local_order = expert_of.argsort(stable=True)
+    done = torch.empty_like(got)
+    done[local_order] = _grouped(got[local_order], from_src.sum(0), ffn, first=rank * local)
+    back = torch.empty_like(send)
+    dist.all_to_all_single(back, done, in_splits, out_splits, group=group)
+    y = torch.zeros_like(x).index_add(0, order // k, weights.reshape(-1)[order, None] * back)
+    if log is not None:
+        log.update(in_splits=in_splits, out_splits=out_splits)
+    return y

@@ -27,11 +27,12 @@ from .gemm import matmul_time  # noqa: F401 (the planner's GEMM model, chapter 2
 from .terms import COLUMNS, elementwise_values, links_for, protocol_efficiency  # noqa: F401
 
 __all__ = ["Estimate", "estimate", "layer_time", "evaluate", "RECOMPUTE", "ATTENTION",
-           "PIPELINE_ENGINES", "COLUMNS", "resolve_model",
+           "MOE_DISPATCHERS", "PIPELINE_ENGINES", "COLUMNS", "resolve_model",
            "links_for", "protocol_efficiency", "elementwise_values"]
 
 RECOMPUTE = ("none", "selective", "full")
 ATTENTION = ("flash", "unfused")
+MOE_DISPATCHERS = ("alltoall", "deepep")
 PIPELINE_ENGINES = ("megatron", "deepspeed")
 
 
@@ -48,7 +49,8 @@ def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols, a
              overlap_grad_reduce=True, gradient_accumulation_fusion=True,
              pipeline_engine="megatron", node=None, data_parallel_engine="megatron",
              hsdp_replicas=1, fsdp_float8_all_gather=False, first_stage_layers=None,
-             last_stage_layers=None, expert_tensor_parallel=None):
+             last_stage_layers=None, expert_tensor_parallel=None, moe_dispatcher="alltoall",
+             moe_comm_overlap=False):
     """The model over NumPy arrays of configurations (chapter 27): ``cols`` maps each of
     ``COLUMNS`` to an array (recompute as 0/1/2, sequence_parallel as 0/1). Returns a dict
     of arrays: the breakdown terms (seconds per step, bytes), ``step_time``,
@@ -62,7 +64,8 @@ def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols, a
                          gradient_accumulation_fusion=gradient_accumulation_fusion,
                          pipeline_engine=pipeline_engine, node=node,
                          first_stage_layers=first_stage_layers, last_stage_layers=last_stage_layers,
-                         expert_tensor_parallel=expert_tensor_parallel)
+                         expert_tensor_parallel=expert_tensor_parallel,
+                         moe_dispatcher=moe_dispatcher, moe_comm_overlap=moe_comm_overlap)
     lay = terms.Layouts.of(cols, job)
     layer = terms.layer_compute(job, lay)          # one layer, one micro-batch, one GPU
     stage = terms.slowest_stage(job, lay, layer)   # its layers; compute with the logits
@@ -206,7 +209,8 @@ def estimate(model, *, gpus, gpu="h100-sxm", tp, pp, dp, cp=1, ep=1, vpp=1, micr
              node: str | None = None, data_parallel_engine="megatron", hsdp_replicas=1,
              fsdp_float8_all_gather=False, first_stage_layers: int | None = None,
              last_stage_layers: int | None = None,
-             expert_tensor_parallel: int | None = None) -> Estimate:
+             expert_tensor_parallel: int | None = None, moe_dispatcher="alltoall",
+             moe_comm_overlap=False) -> Estimate:
     """Step time, throughput and memory of one configuration (chapter 27; the model is
     :func:`evaluate`'s, term by term in :mod:`dtbook.plan.terms`). ``model``: a :mod:`dtbook.models` name or a ``TransformerConfig``;
     ``gpu``: an accelerator of :mod:`dtbook.hardware`; ``ep`` splits the experts over the
@@ -238,8 +242,15 @@ def estimate(model, *, gpus, gpu="h100-sxm", tp, pp, dp, cp=1, ep=1, vpp=1, micr
     ``expert_tensor_parallel``: Megatron-Core's ``--expert-tensor-parallel-size`` for an MoE
     model: ``None`` (default) splits the experts over TP and ``ep`` over ``dp * cp``; a
     divisor of ``tp`` refolds the stage's GPUs into ETP x EP x EDP (MoE parallel folding;
-    :mod:`dtbook.plan.terms`, ``_expert_layout``)."""
+    :mod:`dtbook.plan.terms`, ``_expert_layout``). ``moe_dispatcher``: ``"alltoall"``
+    (default: Megatron-Core's all-to-all dispatcher, one copy of a token per chosen expert) or
+    ``"deepep"`` (a token crosses the scale-out network once per destination node and fans
+    out over NVLink: DeepSeek-V3's own kernels, DeepEP, Megatron-Core's flex dispatcher);
+    ``moe_comm_overlap``: the EP all-to-alls run under another micro-batch's compute
+    (Megatron-Core's ``overlap_moe_expert_parallel_comm``, DeepSeek's DualPipe; terms.ep_comm)."""
     cfg = resolve_model(model)
+    if moe_dispatcher not in MOE_DISPATCHERS:
+        raise ValueError(f"moe_dispatcher must be one of {MOE_DISPATCHERS}, got {moe_dispatcher!r}")
     if attention not in ATTENTION:
         raise ValueError(f"attention must be one of {ATTENTION}, got {attention!r}")
     _check_engine(pipeline_engine, vpp)
@@ -262,7 +273,8 @@ def estimate(model, *, gpus, gpu="h100-sxm", tp, pp, dp, cp=1, ep=1, vpp=1, micr
                    data_parallel_engine=data_parallel_engine, hsdp_replicas=hsdp_replicas,
                    fsdp_float8_all_gather=bool(fsdp_float8_all_gather),
                    first_stage_layers=first_stage_layers, last_stage_layers=last_stage_layers,
-                   expert_tensor_parallel=expert_tensor_parallel)
+                   expert_tensor_parallel=expert_tensor_parallel, moe_dispatcher=moe_dispatcher,
+                   moe_comm_overlap=bool(moe_comm_overlap))
     val = {k: float(np.asarray(v).reshape(-1)[0]) for k, v in out.items()}
     acc = hardware.get(gpu)
     step = val["step_time"]
@@ -284,6 +296,8 @@ def estimate(model, *, gpus, gpu="h100-sxm", tp, pp, dp, cp=1, ep=1, vpp=1, micr
         config.update(first_stage_layers=first_stage_layers, last_stage_layers=last_stage_layers)
     if expert_tensor_parallel is not None:
         config["expert_tensor_parallel"] = expert_tensor_parallel
+    if moe_dispatcher != "alltoall" or moe_comm_overlap:
+        config.update(moe_dispatcher=moe_dispatcher, moe_comm_overlap=bool(moe_comm_overlap))
     breakdown = {k: val[k] for k in ("compute", "recompute", "elementwise", "grad_accum",
                                      "tp_comm", "cp_comm",
                                      "ep_comm", "pp_comm", "bubble", "dp_comm", "zero3_comm",

@@ -43,8 +43,8 @@ import numpy as np
 
 from .. import hardware
 from . import terms
-from .model import (ATTENTION, RECOMPUTE, _check_engine, _whole, Estimate, estimate, evaluate,
-                       links_for, resolve_model)
+from .model import (ATTENTION, MOE_DISPATCHERS, RECOMPUTE, _check_engine, _whole, Estimate,
+                    estimate, evaluate, links_for, resolve_model)
 
 __all__ = ["configurations", "funnel", "search", "listed_bound", "SPACE", "GPUS_MAX"]
 
@@ -250,13 +250,20 @@ def listed_bound(model, *, gpus_per_node=8) -> int:
     return n_tp * n_cp * (cfg.layers + 2) * n_ep * math.prod(len(v) for v in SPACE.values())
 
 
-def _filters(cfg, gpus, global_batch, seq, gpus_per_node, first=None, last=None):
+def _filters(cfg, gpus, global_batch, seq, gpus_per_node, first=None, last=None, etp=None):
     """(name, predicate on the columns) in funnel order, memory last (it needs the model);
-    ``first``, ``last``: the fixed layers of the first and last pipeline stage, if any."""
+    ``first``, ``last``: the fixed layers of the first and last pipeline stage, if any;
+    ``etp``: the expert-tensor-parallel size, if fixed (the experts then refold a stage's
+    TP x CP x DP GPUs, so ETP x EP must divide them, as :func:`estimate` checks)."""
     L, H, KV = cfg.layers, cfg.heads, cfg.kv_heads
 
     def whole(x):
         return np.abs(x - np.round(x)) < 1e-9
+
+    def experts_fit(c):
+        if etp is None:        # EP over the data-parallel (and context-parallel) replicas
+            return (c["dp"] * c["cp"]) % c["ep"] == 0
+        return (c["tp"] % etp == 0) & ((c["tp"] * c["cp"] * c["dp"]) % (etp * c["ep"]) == 0)
 
     return [
         ("GPU product", lambda c: whole(c["dp"]) & (c["dp"] >= 1)),
@@ -269,7 +276,7 @@ def _filters(cfg, gpus, global_batch, seq, gpus_per_node, first=None, last=None)
                                        & ((global_batch // (c["dp"] * c["micro_batch"])) % c["pp"] == 0))),
         ("sequence divisible by 2 x CP", lambda c: (c["cp"] == 1) | (seq % (2 * c["cp"]) == 0)),
         ("experts divisible by EP", lambda c: (c["ep"] == 1) | (
-            (cfg.experts % c["ep"] == 0) & ((c["dp"] * c["cp"]) % c["ep"] == 0)) if cfg.is_moe
+            (cfg.experts % c["ep"] == 0) & experts_fit(c)) if cfg.is_moe
          else c["ep"] == 1),
     ]
 
@@ -348,6 +355,9 @@ def _run(model, gpus, global_batch, seq, gpu, fixed):
         if isinstance(v, bool):
             knobs[k] = bool(knobs[k])
     knobs["attention"], knobs["pipeline_engine"] = attention, engine
+    if knobs.get("moe_dispatcher", "alltoall") not in MOE_DISPATCHERS:
+        raise ValueError(f"moe_dispatcher must be one of {MOE_DISPATCHERS}, "
+                         f"got {knobs['moe_dispatcher']!r}")
     replicas = knobs.get("hsdp_replicas", 1)
     # the engine's own arguments, named when bad (a layout's divisibility is a filter below)
     terms.check_data_parallel(knobs.get("data_parallel_engine", "megatron"), replicas,
@@ -360,7 +370,8 @@ def _run(model, gpus, global_batch, seq, gpu, fixed):
     left = sum(implicit)
     for i, (name, pred) in enumerate(_filters(cfg, gpus, global_batch, seq, gpn,
                                               fixed.get("first_stage_layers"),
-                                              fixed.get("last_stage_layers"))):
+                                              fixed.get("last_stage_layers"),
+                                              fixed.get("expert_tensor_parallel"))):
         reached[name] = cols
         keep = np.asarray(pred(cols), dtype=bool)
         cols = {k: v[keep] for k, v in cols.items()}
@@ -471,6 +482,10 @@ def _why(name, info):
     if name == "experts divisible by EP":
         if not cfg.is_moe:
             return f"ep must be 1 for the dense model {cfg.name}"
+        etp = info["fixed"].get("expert_tensor_parallel")
+        if etp is not None:
+            return (f"ep must divide the {cfg.experts} experts, and expert_tensor_parallel = "
+                    f"{etp} x ep divide tp x cp x dp (with etp dividing tp)")
         return f"ep must divide the {cfg.experts} experts and dp x cp"
     if name == _HSDP:
         r = info["fixed"].get("hsdp_replicas", 1)

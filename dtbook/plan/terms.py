@@ -294,12 +294,15 @@ class Job:
     first_stage_layers: int | None = None   # W1: Megatron's decoder_first_pipeline_num_layers
     last_stage_layers: int | None = None    # W1: decoder_last_pipeline_num_layers
     expert_tensor_parallel: int | None = None   # W1: Megatron-Core's ETP (None: = tp)
+    moe_dispatcher: str = "alltoall"    # "alltoall": a copy per expert; "deepep": per node
+    moe_comm_overlap: bool = False      # EP all-to-alls hidden under another micro-batch
 
     @classmethod
     def make(cls, cfg, *, gpu, seq, global_batch, dtype="bf16", gpus_per_node=8,
              attention="flash", overlap_grad_reduce=True, gradient_accumulation_fusion=True,
              pipeline_engine="megatron", node=None, first_stage_layers=None,
-             last_stage_layers=None, expert_tensor_parallel=None) -> "Job":
+             last_stage_layers=None, expert_tensor_parallel=None, moe_dispatcher="alltoall",
+             moe_comm_overlap=False) -> "Job":
         up, out = links_for(gpu, node)
         expert = 0
         if cfg.is_moe:
@@ -309,7 +312,8 @@ class Job:
                    hardware.memory_ceiling(gpu).triad, up, out,
                    (up.alpha, up.beta * protocol_efficiency(up)),
                    (out.alpha, out.beta * protocol_efficiency(out)), cfg.num_params(), expert,
-                   first_stage_layers, last_stage_layers, expert_tensor_parallel)
+                   first_stage_layers, last_stage_layers, expert_tensor_parallel,
+                   moe_dispatcher, bool(moe_comm_overlap))
 
     @property
     def grad_bytes(self) -> int:
@@ -502,13 +506,22 @@ def ep_comm(job: Job, lay: Layouts, stage=None) -> Seconds:
     one node (g >= ep) all of it runs on NVLink; across nodes a
     rank's g - 1 same-node peers take their (g - 1)/(ep - 1) share over NVLink while the
     other (ep - g)/(ep - 1) crosses the scale-out link, at the same time: the slower decides.
-    Half forward, half backward."""
+    Half forward, half backward.
+
+    With ``moe_comm_overlap`` (Megatron-Core's ``overlap_moe_expert_parallel_comm``, which
+    interleaves one micro-batch's forward with another's backward so that each one's
+    all-to-alls run under the other's compute; DeepSeek-V3's DualPipe pairs them the same
+    way, Sec. 3.2.1 of its report) only what exceeds one layer's forward and backward compute
+    is exposed: max(0, all-to-alls - compute)."""
     cfg, ep = job.cfg, lay.ep
     if not job.moe_layers:
         return Seconds(np.zeros_like(ep), np.zeros_like(ep))
     share = (job.moe_layers / cfg.layers if stage is None or stage.moe is None
              else stage.moe / np.maximum(stage.layers, 1))
-    per_layer = share * _alltoall_per_moe_layer(job, lay)
+    a2a = _alltoall_per_moe_layer(job, lay)
+    if job.moe_comm_overlap and stage is not None and stage.mean is not None:
+        a2a = np.maximum(a2a - (stage.mean.forward + stage.mean.backward), 0.0)
+    per_layer = share * a2a
     return Seconds(per_layer / 2, per_layer / 2)
 
 
@@ -525,7 +538,37 @@ def _alltoall_per_moe_layer(job: Job, lay: Layouts):
     t_out = moe.layer_alltoall_time(tokens, cfg.hidden, world, *job.out_ab, **kw)
     t = np.where(g >= world, t_up,
                  np.maximum(t_out * (world - g) / (world - 1), t_up * (g - 1) / (world - 1)))
+    if job.moe_dispatcher == "deepep":
+        t = np.where(g >= world, t_up, _per_node_dispatch_time(job, tokens, world, g))
     return np.where(ep > 1, t * expert_load_factor(job, lay), 0.0)
+
+
+def _per_node_dispatch_time(job: Job, tokens, world, g):
+    """One MoE layer's four all-to-alls with a dispatcher that sends a token across the
+    scale-out network once per destination node and fans it out inside the node over NVLink
+    (DeepSeek-V3 report Sec. 3.2.2: IB to the GPU of the same in-node index, then NVLink;
+    DeepEP's internode kernels; Megatron-Core's flex dispatcher). The EP group spans
+    ``world / g`` nodes; a token's copies on the network are
+    :func:`dtbook.moe.expected_destinations` of those nodes (with the model's group-limited
+    routing, which the nodes nest in), a pairwise all-to-all among the nodes; inside each
+    node the k copies move among its g ranks. The slower of the two decides."""
+    cfg = job.cfg
+    kw = dict(experts_per_token=cfg.experts_per_token)
+    t = np.zeros(np.broadcast(tokens, world, g).shape)
+    for w, gg in set(zip(np.broadcast_to(world, t.shape).ravel().tolist(),
+                         np.broadcast_to(g, t.shape).ravel().tolist())):
+        nodes = int(round(w / gg))
+        groups = cfg.router_groups if nodes % cfg.router_groups == 0 else 1
+        copies = moe.expected_destinations(cfg.experts, cfg.experts_per_token, nodes, groups,
+                                           (cfg.router_group_topk or groups) if groups > 1 else None)
+        at = (np.broadcast_to(world, t.shape) == w) & (np.broadcast_to(g, t.shape) == gg)
+        tok = np.broadcast_to(tokens, t.shape)[at]
+        # four all-to-alls (dispatch, combine, and each again backward) of the per-node copies
+        t_net = 4 * comm.alltoall_time(copies * moe.alltoall_bytes(tok, cfg.hidden), nodes,
+                                       *job.out_ab)
+        t_node = moe.layer_alltoall_time(tok, cfg.hidden, max(int(gg), 2), *job.up_ab, **kw)
+        t[at] = np.maximum(t_net, t_node)
+    return t
 
 
 # ------------------------------------------------------------------ per micro-batch

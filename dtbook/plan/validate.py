@@ -135,13 +135,18 @@ def pipeline_engine_of(run) -> str:
 
 def run_keywords(run) -> dict:
     """The :func:`dtbook.plan.search` keywords that describe ``run``'s software and cluster
-    (chapter 27): dtype, attention, overlap, fusion, pipeline engine, node."""
+    (chapter 27): dtype, attention, overlap, fusion, pipeline engine, node, MoE dispatcher."""
     kw = dict(dtype=run.dtype, attention=run.attention,
               overlap_grad_reduce=overlaps_grad_reduce(run),
               gradient_accumulation_fusion=fuses_grad_accumulation(run),
               pipeline_engine=pipeline_engine_of(run))
     if getattr(run, "cluster", ""):
         kw["node"] = run.cluster
+    if (getattr(run, "moe_dispatcher", "alltoall") != "alltoall"
+            or getattr(run, "moe_comm_overlap", False)):
+        kw.update(moe_dispatcher=run.moe_dispatcher, moe_comm_overlap=run.moe_comm_overlap)
+    if getattr(run, "expert_tensor_parallel", None) is not None:
+        kw["expert_tensor_parallel"] = run.expert_tensor_parallel
     if getattr(run, "software", "") == "torchtitan":   # FSDP2, torchtitan's defaults (notes)
         kw.update(data_parallel_engine="fsdp2", hsdp_replicas=1, fsdp_float8_all_gather=False)
     return kw
