@@ -63,8 +63,11 @@ module; :func:`slowest_stage`) spends, per layer:
 * **EP** (:func:`ep_comm`): the 4 all-to-alls of the routed tokens per MoE layer (dispatch
   and combine, forward and backward: :func:`dtbook.moe.layer_alltoall_time`), exposed, on
   NVLink while the EP group sits in one node, else its same-node share on NVLink and the
-  rest on the NIC at once. No overlap with compute (DeepSeek's DualPipe, Megatron's
-  ``--overlap-moe-expert-parallel-comm``) is modelled, and no token permutation traffic.
+  rest on the NIC at once; with ``moe_dispatcher="deepep"`` a token crosses the network once
+  per destination node (:func:`_per_node_dispatch_time`), and with ``moe_comm_overlap`` only
+  the all-to-alls' excess over a layer's compute is exposed (DeepSeek's DualPipe, Megatron's
+  ``--overlap-moe-expert-parallel-comm``). No token permutation traffic is modelled, nor the
+  SMs the communication kernels take from the GEMMs while they overlap.
 
 And per micro-batch:
 
