@@ -644,7 +644,7 @@ def ladder(node_name: str = "dgx-h100") -> list[Tier]:
 # quantization. Measured by others, not by us. A training run keeps the GPU busy for days, so
 # the ceiling is a *sustained* rate where one is published: Azure's cuBLASLt tables run 10,000
 # warm-up iterations before timing, and their largest square is the sustained ceiling (A100
-# BF16/FP16 and H100 FP8); mamf-finder's sweep times each shape briefly and reports the best,
+# FP16, BF16's tensor-core rate; H100 and H200 FP8); mamf-finder's sweep times each shape briefly and reports the best,
 # a rate the clocks hold only before power and heat settle (A100: 267.9 against Azure's 256.5
 # at 16384^3). Where no sustained figure is published (H100 BF16) mamf-finder's is used.
 
@@ -686,9 +686,11 @@ _CEILINGS_FP8 = {c.accelerator: c for c in (
                   "FP8): 1382.2 TFLOP/s at 32768^3, sustained, of 1979 (69.8%); the short-run "
                   "best of " + _MAMF + ", FP8 (float8_e4m3fn) section, is 1402.6 (torch "
                   "2.7.0+cu126)", dtype="fp8"),
-    MatmulCeiling("h200", 1453.4 * TFLOP, (1280, 4096, 12032), 132,
-                  _MAMF + ", FP8 (float8_e4m3fn) section: H200 SXM 1453.4 TFLOP/s of 1979 (73.4%), "
-                  "torch 2.7.1+cu128", dtype="fp8"),
+    MatmulCeiling("h200", 1349.5 * TFLOP, (32768, 32768, 32768), 132,
+                  _AZURE + "ND_H200_v5_results.md, 'GEMM CuBLASLt' (10,000 warm-up iterations, "
+                  "FP8): 1349.5 TFLOP/s at 32768^3, sustained, of 1979 (68.2%); the short-run "
+                  "best of " + _MAMF + ", FP8 (float8_e4m3fn) section, is 1453.4 (torch "
+                  "2.7.1+cu128)", dtype="fp8"),
     MatmulCeiling("h800", 1382.2 * TFLOP, (32768, 32768, 32768), 132,
                   "the H100 SXM figure: the same GH100 GPU and clocks (" + _AZURE
                   + "ND_H100_v5_results.md, 'GEMM CuBLASLt', FP8)", dtype="fp8"),

@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import rope
 from .models import TransformerConfig
 
 __all__ = ["TinyTransformer", "component_counts", "RMSNorm"]
@@ -55,7 +56,7 @@ def rotary_tables(dim: int, max_seq: int, base: float = 10000.0) -> tuple[torch.
     Feature pair ``(i, i + dim/2)`` at position ``t`` is rotated by the angle
     ``t * base**(-2i/dim)``: low features turn fast, high features slowly.
     """
-    inv_freq = base ** (-torch.arange(0, dim, 2, dtype=torch.float32) / dim)
+    inv_freq = torch.tensor(rope.frequencies(dim, base), dtype=torch.float32)   # chapter 34's θᵢ
     angles = torch.outer(torch.arange(max_seq, dtype=torch.float32), inv_freq)  # (S, dim/2)
     angles = torch.cat([angles, angles], dim=-1)  # (S, dim)
     return angles.cos(), angles.sin()

@@ -1,8 +1,6 @@
 """Exercises for chapter 35, Case Study: DeepSeek-V3."""
 
-import math
-
-from dtbook import flops, hardware, kv_cache, moe, precision, scaling
+from dtbook import flops, hardware, kv_cache, moe, pipeline_parallel, precision, scaling
 from dtbook.exercises import exercise
 from dtbook.units import GB, hour
 
@@ -58,8 +56,8 @@ def _():
     out = []
     for experts, k in ((256, 8), (64, 2)):
         mean = tokens * k / experts
-        sigma = moe.load_std(tokens, experts, k)
-        out.append(1 + sigma * math.sqrt(2 * math.log(experts)) / mean)
+        peak_excess = precision.gaussian_amax(moe.load_std(tokens, experts, k), experts)
+        out.append(1 + peak_excess / mean)
     return out[0], out[1], (out[0] - 1) / (out[1] - 1)
 
 
@@ -105,7 +103,7 @@ def _():
 )
 def _():
     P, m = 8, 16
-    return (P - 1) / (m + P - 1), (P - 1) / (2 * m)
+    return pipeline_parallel.bubble_fraction(P, m), (P - 1) / (2 * m)
 
 
 @exercise(

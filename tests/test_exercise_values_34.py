@@ -23,10 +23,11 @@ _F = 989.4e12                  # H100 SXM dense BF16 (NVIDIA Hopper whitepaper)
 
 
 def _bubble_by_ticks(p, m):
-    """GPipe/1F1B idle share from a tick count: with the backward twice the forward, the last
-    stage's busy time is 3m units of a 3(m + p − 1)-unit step."""
-    makespan = 3 * (m + p - 1)
-    return 1 - 3 * m / makespan
+    """1F1B's idle share from chapter 16's simulator, which steps the schedule op by op (the
+    exercise's reference uses the closed form)."""
+    from dtbook import schedules
+
+    return schedules.simulate("1f1b", p, m).bubble_fraction
 
 
 def _34_2():

@@ -85,7 +85,7 @@ def test_glue_names_and_labels_are_unique_and_defined():
         markdown = "\n".join(_source(c) for c in cells if c["cell_type"] == "markdown")
         # A name counts as defined when a code cell spells it as a string literal: cells may
         # glue from a loop over a dict, so a regex for glue("...") alone would be too narrow.
-        literals = set(re.findall(r"[\"'](ch\w+)[\"']", code))
+        literals = set(re.findall(r"[\"'](ch\d\w*)[\"']", code))
         for name in literals:
             assert name not in seen_glue, f"glue name {name} used in {path.name} and {seen_glue[name]}"
             seen_glue[name] = path.name

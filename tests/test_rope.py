@@ -1,5 +1,6 @@
 """dtbook.rope: RoPE frequencies and Llama 3.1's scaling (chapter 34), checked against a
-transcription of Meta's ``apply_scaling`` loop and against the rotation property."""
+transcription of Meta's ``apply_scaling`` loop, against dtbook.nn's rotary tables, and through
+dtbook.nn's rotation against the rotation property."""
 
 import math
 
@@ -55,19 +56,35 @@ def test_symbolic_piecewise_matches_numbers():
     assert sp.simplify(rope.frequency(i, d, b) - b ** (-2 * i / d)) == 0
 
 
+def test_frequencies_are_the_model_code_s():
+    # dtbook.nn builds its rotary tables with its own θᵢ = base^(−2i/d): the two must agree
+    from dtbook import nn as dnn
+
+    for base in (10_000.0, rope.LLAMA31["base"]):
+        cos, sin = dnn.rotary_tables(128, 64, base)
+        angles = np.outer(np.arange(64), rope.frequencies(128, base))
+        angles = np.concatenate([angles, angles], axis=1)
+        assert np.allclose(cos.double().numpy(), np.cos(angles), rtol=0, atol=2e-5)
+        assert np.allclose(sin.double().numpy(), np.sin(angles), rtol=0, atol=2e-5)
+
+
 def test_rotation_depends_on_offset_only():
+    # the scaled frequencies in dtbook.nn's rotation: q·k depends on the offset alone
+    import torch
+
+    from dtbook import nn as dnn
+
     rng = np.random.default_rng(0)
-    q, k = rng.standard_normal(128), rng.standard_normal(128)
+    q, k = (torch.tensor(rng.standard_normal(128)) for _ in range(2))
     theta = rope.scaled_frequency(rope.frequencies(128))
 
     def rot(x, m):
-        a, b = x[0::2], x[1::2]
-        c, s = np.cos(m * theta), np.sin(m * theta)
-        out = np.empty_like(x)
-        out[0::2], out[1::2] = a * c - b * s, a * s + b * c
-        return out
+        angles = torch.tensor(np.concatenate([m * theta, m * theta]))[None]
+        return dnn.apply_rotary(x[None], angles.cos(), angles.sin())[0]
 
-    assert rot(q, 1000) @ rot(k, 900) == pytest.approx(rot(q, 100_100) @ rot(k, 100_000), rel=1e-9)
+    assert float(rot(q, 1000) @ rot(k, 900)) == pytest.approx(
+        float(rot(q, 100_100) @ rot(k, 100_000)), rel=1e-9)
+    assert float(rot(q, 1000) @ rot(k, 900)) != pytest.approx(float(rot(q, 1000) @ rot(k, 500)), rel=1e-3)
 
 
 def test_bad_arguments_are_named():

@@ -553,8 +553,10 @@ def _per_node_dispatch_time(job: Job, tokens, world, g):
     DeepEP's internode kernels; Megatron-Core's flex dispatcher). The EP group spans
     ``world / g`` nodes; a token's copies on the network are
     :func:`dtbook.moe.expected_destinations` of those nodes (with the model's group-limited
-    routing, which the nodes nest in), a pairwise all-to-all among the nodes; inside each
-    node the k copies move among its g ranks. The slower of the two decides."""
+    routing where the nodes nest in its groups; where the node count is not a multiple of the
+    groups, routing is taken as unlimited), a pairwise all-to-all among the nodes; inside each
+    node the k copies move among its g ranks. The slower of the two decides. Tokens travel in
+    BF16 both ways (DeepSeek dispatches in FP8, which is not modelled)."""
     cfg = job.cfg
     kw = dict(experts_per_token=cfg.experts_per_token)
     t = np.zeros(np.broadcast(tokens, world, g).shape)
