@@ -94,3 +94,34 @@ def test_speculative_generate_counts():
     assert sum(k + 1 for k in out.kept) >= 50 > sum(k + 1 for k in out.kept[:-1])
     plain = decoding.generate(target, torch.tensor([0]), 10, torch.Generator().manual_seed(0))
     assert len(plain.tokens) == 11 and plain.target_calls == 10
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_speculative_generate_samples_the_targets_sequences(k):
+    """Whole generations, not one verification: the joint law of the first two new tokens of
+    N seeded speculative runs (K = 1: the second is the bonus token when the first is kept;
+    K = 2: two verifications in a row) against the target's own P(a | 0)·P(b | a). Hoeffding
+    bounds each of the V² frequencies within t except with chance ≤ 2V²·exp(−2Nt²) = 1e-6,
+    and the draft's own joint law is farther from the target's than t. A bonus token drawn
+    from the wrong row (K = 1), a verification against the wrong row (K = 2) or drafts
+    emitted unchecked all fail it (tried)."""
+    v, n = 4, 1000
+    # rows peaked on different tokens, so a token drawn from the wrong row is seen
+    target = _Bigram(torch.tensor([[0.0, 2.5, 0.0, 0.5], [0.0, 0.0, 2.5, 0.5],
+                                   [0.5, 0.0, 0.0, 2.5], [2.5, 0.5, 0.0, 0.0]], dtype=torch.float64))
+    draft = _Bigram(torch.tensor([[0.0, 1.0, 1.0, 0.0], [1.0, 0.0, 1.0, 0.0],
+                                  [0.0, 0.0, 1.0, 1.0], [1.0, 0.0, 0.0, 1.0]], dtype=torch.float64))
+    p, q = (torch.softmax(m.logits, -1) for m in (target, draft))
+    want, draft_law = p[0][:, None] * p, q[0][:, None] * q
+    g = torch.Generator().manual_seed(7)
+    counts = torch.zeros(v, v, dtype=torch.float64)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)                 # tiny tensors: threads only add overhead under load
+    try:
+        for _ in range(n):
+            a, b = decoding.speculative_generate(draft, target, torch.tensor([0]), 2, k, g).tokens[1:]
+            counts[a, b] += 1
+    finally:
+        torch.set_num_threads(threads)
+    t = math.sqrt(math.log(2 * v * v / 1e-6) / (2 * n))
+    assert (counts / n - want).abs().max() < t < (draft_law - want).abs().max()
