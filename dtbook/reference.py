@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import html
 import importlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -320,11 +321,32 @@ def checklist_markdown(docs: set[str] | None = None, root: Path | None = None) -
 # Hardware tables (appendix "Hardware assumptions and units")
 # --------------------------------------------------------------------------------------
 
+def _chapter_pages() -> dict:
+    """{"04": path of chapter 04's notebook, ...} for the chapters the book builds."""
+    from dtbook import edition
+
+    return edition.chapter_notebooks(Path(__file__).resolve().parents[1], in_toc=True)
+
+
+def _linked(text: str, pages: dict) -> str:
+    """``text`` escaped for HTML, each "chapter NN" a link to that chapter's page in
+    ``pages`` (the tables sit on an appendix page, one folder beside the parts'); chapters the
+    book does not build stay plain."""
+    def link(m):
+        page = pages.get(m.group(1))
+        if page is None:
+            return m.group(0)
+        return f"<a href='../{page.parent.name}/{page.stem}.html'>{m.group(0)}</a>"
+    return re.sub(r"chapter (\d+[a-z]?)\b", link, html.escape(text))
+
+
 def html_table(header, rows, cls="table") -> str:
-    """An HTML table (notebook Markdown output is CommonMark, which has none)."""
+    """An HTML table (notebook Markdown output is CommonMark, which has none); a cell's
+    "chapter NN" links to the chapter."""
+    pages = _chapter_pages()
     head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>"
-                   for row in rows)
+    body = "".join("<tr>" + "".join(f"<td>{_linked(str(c), pages)}</td>" for c in row)
+                   + "</tr>" for row in rows)
     return f"<table class='{cls}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 

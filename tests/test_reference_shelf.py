@@ -268,3 +268,10 @@ def test_no_figure_is_typed_into_the_computed_pages(page):
     prose = re.sub(r"```.*?```", " ", text, flags=re.S)
     typed = re.findall(r"\d[\d.,]*\s*(?:GB|GiB|TB|Gb/s|GB/s|TB/s|TFLOP|µs|us|%)(?!\w)", prose)
     assert not typed, typed
+
+
+def test_tables_link_the_chapters_they_name():
+    # a catalog's "chapter 04" becomes a link to that chapter's page; an unknown one stays text
+    cell = reference.html_table(["source"], [["chapter 04's table; chapter 99 <x>"]])
+    assert "<a href='../01-foundations/04-alpha-beta-model.html'>chapter 04</a>" in cell
+    assert "chapter 99 &lt;x&gt;" in cell
