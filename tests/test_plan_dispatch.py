@@ -132,3 +132,12 @@ def test_search_folds_the_experts_when_etp_is_fixed():
     run = dataclasses.replace(runs.get("bridge-qwen3-235b-256"), ep=64)    # 64 > 2 x 16
     with pytest.raises(ValueError, match="expert_tensor_parallel = 1 x ep divide tp x cp x dp"):
         predict_run(run)
+
+
+def test_per_node_dispatch_keeps_the_per_expert_time_where_experts_do_not_split_over_nodes():
+    # Qwen1.5-MoE's 60 experts over EP 60 spans 8 nodes (7.5 of them full): no even split,
+    # so the estimate plans with one copy per expert instead of raising
+    kw = dict(gpus=480, tp=1, pp=1, dp=480, ep=60, global_batch=480, seq=4096)
+    deepep = plan.estimate("qwen1.5-moe-a2.7b", moe_dispatcher="deepep", **kw)
+    plain = plan.estimate("qwen1.5-moe-a2.7b", **kw)
+    assert deepep.breakdown["ep_comm"] == pytest.approx(plain.breakdown["ep_comm"])

@@ -542,11 +542,11 @@ def _alltoall_per_moe_layer(job: Job, lay: Layouts):
     t = np.where(g >= world, t_up,
                  np.maximum(t_out * (world - g) / (world - 1), t_up * (g - 1) / (world - 1)))
     if job.moe_dispatcher == "deepep":
-        t = np.where(g >= world, t_up, _per_node_dispatch_time(job, tokens, world, g))
+        t = np.where(g >= world, t_up, _per_node_dispatch_time(job, tokens, world, g, t))
     return np.where(ep > 1, t * expert_load_factor(job, lay), 0.0)
 
 
-def _per_node_dispatch_time(job: Job, tokens, world, g):
+def _per_node_dispatch_time(job: Job, tokens, world, g, per_expert):
     """One MoE layer's four all-to-alls with a dispatcher that sends a token across the
     scale-out network once per destination node and fans it out inside the node over NVLink
     (DeepSeek-V3 report Sec. 3.2.2: IB to the GPU of the same in-node index, then NVLink;
@@ -556,13 +556,18 @@ def _per_node_dispatch_time(job: Job, tokens, world, g):
     routing where the nodes nest in its groups; where the node count is not a multiple of the
     groups, routing is taken as unlimited), a pairwise all-to-all among the nodes; inside each
     node the k copies move among its g ranks. The slower of the two decides. Tokens travel in
-    BF16 both ways (DeepSeek dispatches in FP8, which is not modelled)."""
+    BF16 both ways (DeepSeek dispatches in FP8, which is not modelled). Where the experts do
+    not split evenly over the group's nodes, the count of destinations has no closed form
+    here and the time stays ``per_expert``'s (one copy per expert)."""
     cfg = job.cfg
     kw = dict(experts_per_token=cfg.experts_per_token)
-    t = np.zeros(np.broadcast(tokens, world, g).shape)
+    t = np.array(np.broadcast_to(per_expert, np.broadcast(tokens, world, g, per_expert).shape),
+                 dtype=float)
     for w, gg in set(zip(np.broadcast_to(world, t.shape).ravel().tolist(),
                          np.broadcast_to(g, t.shape).ravel().tolist())):
-        nodes = int(round(w / gg))
+        nodes = int(np.ceil(w / gg))
+        if nodes < 2 or cfg.experts % nodes:
+            continue
         groups = cfg.router_groups if nodes % cfg.router_groups == 0 else 1
         copies = moe.expected_destinations(cfg.experts, cfg.experts_per_token, nodes, groups,
                                            (cfg.router_group_topk or groups) if groups > 1 else None)
