@@ -35,7 +35,7 @@ from . import _validate as check
 
 __all__ = [
     "attention_scores_bytes", "activation_breakdown", "layer_activation_bytes",
-    "model_activation_bytes",
+    "model_activation_bytes", "alternate_matmul_saved_bytes",
     "checkpointed_activation_bytes", "optimal_checkpoint_interval",
     "saved_tensors", "SavedTensor", "SavedTensors", "RECOMPUTE", "ATTENTION", "QUADRATIC_TERMS",
 ]
@@ -160,6 +160,36 @@ def activation_breakdown(batch, seq, hidden, heads, ffn_hidden=None, *, value_by
     if dropout:
         terms["mlp_dropout_mask"] = masks * sbh / whole
     return terms
+
+
+def alternate_matmul_saved_bytes(tokens, matmul_widths, *, block_input, attention_output,
+                                 attention_stats=0, value_bytes=2, stat_bytes=4):
+    """Bytes one block keeps for backward under op-level selective checkpointing as PyTorch's
+    torchtitan runs it (``selective_ac_option = "op"``, torchtitan 9dec370,
+    ``parallelize_llama.py``): its policy saves the output of the first, third, fifth, ...
+    matrix multiply (``aten.mm``) in the order the block's forward runs them, and the
+    attention kernel's output and log-sum-exp; everything else (the other matmuls, norms,
+    RoPE, the MLP's activation) is recomputed in backward from the block's input, which the
+    checkpoint keeps (chapter 21).
+
+    Per device: ``tokens`` the tokens of the micro-batch it holds, ``matmul_widths`` each
+    matmul's output width in forward order, ``block_input`` and ``attention_output`` the
+    widths of those tensors, ``attention_stats`` the log-sum-exp values per token (one per
+    head) in ``stat_bytes``: value_bytes·tokens·(block_input + Σ widths[0::2] +
+    attention_output) + stat_bytes·tokens·attention_stats."""
+    check.positive("tokens", tokens)
+    widths = list(matmul_widths)
+    if not widths:
+        raise ValueError("matmul_widths must list the block's matmul output widths, got none")
+    for i, w in enumerate(widths):
+        check.positive(f"matmul_widths[{i}]", w)
+    check.positive("block_input", block_input)
+    check.positive("attention_output", attention_output)
+    check.nonnegative("attention_stats", attention_stats)
+    check.positive("value_bytes", value_bytes)
+    check.positive("stat_bytes", stat_bytes)
+    kept = block_input + sum(widths[0::2]) + attention_output
+    return value_bytes * tokens * kept + stat_bytes * tokens * attention_stats
 
 
 def layer_activation_bytes(batch, seq, hidden, heads, ffn_hidden=None, **options):

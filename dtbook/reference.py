@@ -602,16 +602,21 @@ def catalog_sources():
 
 def cited_sources_markdown(catalog: str) -> str:
     """MyST: each entry of ``catalog`` (``"hardware"``, ``"models"`` or ``"runs"``) with the
-    bibliography entries its source names, then the source as the catalog states it."""
+    bibliography entries its source names, then the source as the catalog states it, each
+    "chapter NN" in it a link to that chapter (:func:`chapter_link`; named only, when the book
+    does not build it)."""
     if catalog not in ("hardware", "models", "runs"):
         raise ValueError(f"catalog must be 'hardware', 'models' or 'runs'; got {catalog!r}")
+    pages = _chapter_pages()
+    link = lambda m: chapter_link(m.group(1)) if m.group(1) in pages else m.group(0)
     lines = []
     for cat, name, text in catalog_sources():
         if cat != catalog:
             continue
         keys = source_keys(text)
         cite = " {cite:p}`" + ",".join(keys) + "`" if keys else ""
-        lines.append(f"- `{name}`{cite}: {_plain(text)}")
+        source = re.sub(r"chapter (\d+[a-z]?)\b", link, _plain(text))
+        lines.append(f"- `{name}`{cite}: {source}")
     return "\n".join(lines)
 
 

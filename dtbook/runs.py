@@ -53,7 +53,8 @@ from .flops import attention_flops
 from .units import TFLOP
 
 __all__ = ["PublishedRun", "get", "names", "runs", "tokens_per_second", "source_flops_per_step",
-           "LAYOUT_FIELDS", "printed_fields", "reference", "SOFTWARE", "LayerTiming", "layer_timings"]
+           "LAYOUT_FIELDS", "printed_fields", "reference", "SOFTWARE", "LayerTiming", "layer_timings",
+           "InterruptionCause", "Interruptions", "LLAMA3_405B_INTERRUPTIONS"]
 
 # The layout fields a source may or may not print (global batch, sequence, GPUs and the GPU
 # type are always printed: a row without them is not admitted).
@@ -144,8 +145,8 @@ class PublishedRun:
         if self.tp * self.pp * self.dp * self.cp != self.gpus:
             raise ValueError(f"{self.name}: tp*pp*dp*cp = {self.tp * self.pp * self.dp * self.cp} "
                              f"!= gpus = {self.gpus}")
-        if self.recompute not in ("none", "selective", "full"):
-            raise ValueError(f"{self.name}: recompute must be none/selective/full")
+        if self.recompute not in ("none", "selective", "full", "selective-op"):
+            raise ValueError(f"{self.name}: recompute must be none/selective/full/selective-op")
         if self.attention not in ("flash", "unfused"):
             raise ValueError(f"{self.name}: attention must be flash or unfused")
         if self.software not in SOFTWARE:
@@ -461,16 +462,18 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
     _nemo("bridge-llama3-405b-1024", "llama3-405b", 1024, 8, 8, 2, 8, 1, 1536, 8192, 311, 784,
           _BRIDGE_2602 + ", table 'Model: LLAMA3.1_405B'", "nemo-causal"),
     # torchtitan (FSDP2) on Grand Teton H100s, out of sample (_TT_NOTE)
-    _tt("torchtitan-llama3-8b-8", "llama3-8b", 1, 1, 8, 1, 2, 16, 8192, "bf16", "selective",
+    # "Selective activation checkpointing": the commit's llama3_8b.toml sets
+    # selective_ac_option = 'op', torchtitan's op-level policy (recompute "selective-op")
+    _tt("torchtitan-llama3-8b-8", "llama3-8b", 1, 1, 8, 1, 2, 16, 8192, "bf16", "selective-op",
         6667, 77.0, "Table 1 (FSDP 8, local batch 2, global 16, selective AC, FSDP + "
                     "torch.compile)"),
-    _tt("torchtitan-llama3-8b-8-fp8", "llama3-8b", 1, 1, 8, 1, 2, 16, 8192, "fp8", "selective",
+    _tt("torchtitan-llama3-8b-8-fp8", "llama3-8b", 1, 1, 8, 1, 2, 16, 8192, "fp8", "selective-op",
         8532, 76.8, "Table 1 (FSDP + torch.compile + Float8)"),
-    _tt("torchtitan-llama3-8b-128", "llama3-8b", 1, 1, 128, 1, 2, 256, 8192, "bf16", "selective",
-        6514, 62.0, "Table 3 (FSDP 128, local batch 2, global 256, selective AC, FSDP + "
-                    "torch.compile)"),
+    _tt("torchtitan-llama3-8b-128", "llama3-8b", 1, 1, 128, 1, 2, 256, 8192, "bf16",
+        "selective-op", 6514, 62.0, "Table 3 (FSDP 128, local batch 2, global 256, selective "
+                                    "AC, FSDP + torch.compile)"),
     _tt("torchtitan-llama3-8b-128-fp8", "llama3-8b", 1, 1, 128, 1, 2, 256, 8192, "fp8",
-        "selective", 8380, 61.8, "Table 3 (FSDP + torch.compile + Float8)"),
+        "selective-op", 8380, 61.8, "Table 3 (FSDP + torch.compile + Float8)"),
     *(_tt(f"torchtitan-llama3-8b-cp{cp}", "llama3-8b", 1, 1, 8 // cp, cp, 1, 8 // cp, seq, "fp8",
           "full", tokens, gib, f"Table 2 (FSDP {8 // cp}, CP {cp}, sequence {seq:,}, local batch 1, "
                                "torch.compile + Float8, full AC)")
@@ -657,3 +660,85 @@ _LAYERS = tuple(
 def layer_timings() -> list[LayerTiming]:
     """The published per-layer measurements, in catalog order (chapter 27)."""
     return list(_LAYERS)
+
+
+# --------------------------------------------------------------------------------------
+# Job interruptions as a source counted them (chapter 34; the failure model of chapter 26)
+# --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class InterruptionCause:
+    """One row of a table of interruptions by root cause, as printed: the component, the
+    category the source files it under, the count and the printed share of the unexpected
+    interruptions (a percentage, as printed; not recomputed from the count)."""
+
+    component: str
+    category: str
+    count: int
+    percent: float
+
+
+@dataclass(frozen=True)
+class Interruptions:
+    """The interruptions of one training job over ``days`` days, as a source printed them:
+    ``planned`` and ``unexpected`` counts and the unexpected ones by root cause, in the
+    source's order (chapter 34)."""
+
+    name: str
+    days: float
+    planned: int
+    unexpected: int
+    causes: tuple[InterruptionCause, ...]
+    source: str
+
+    def __post_init__(self) -> None:
+        if not self.days > 0:
+            raise ValueError(f"days must be > 0, got {self.days!r}")
+        for field in ("planned", "unexpected"):
+            if getattr(self, field) < 0:
+                raise ValueError(f"{field} must be >= 0, got {getattr(self, field)!r}")
+        if any(c.count < 0 for c in self.causes):
+            raise ValueError(f"causes: every count must be >= 0 ({self.name})")
+
+    def count(self, component: str) -> int:
+        """The printed count of one component's interruptions."""
+        for c in self.causes:
+            if c.component == component:
+                return c.count
+        raise ValueError(f"component {component!r} is not a row of {self.name}; rows: "
+                         f"{', '.join(c.component for c in self.causes)}")
+
+    def category(self, category: str) -> tuple[InterruptionCause, ...]:
+        """The rows the source files under ``category`` ("GPU", "Host", ...)."""
+        rows = tuple(c for c in self.causes if c.category == category)
+        if not rows:
+            raise ValueError(f"category {category!r} has no rows in {self.name}")
+        return rows
+
+
+# Dubey et al. 2024, Sec. 3.3.4: "During a 54-day snapshot period of pre-training, we
+# experienced a total of 466 job interruptions. Of these, 47 were planned ... and 419 were
+# unexpected"; Table 5 gives the root cause of the 419 (component, category, count, %).
+LLAMA3_405B_INTERRUPTIONS = Interruptions(
+    name="llama3-405b-pretraining-54d", days=54, planned=47, unexpected=419,
+    causes=tuple(InterruptionCause(*row) for row in (
+        ("Faulty GPU", "GPU", 148, 30.1),
+        ("GPU HBM3 Memory", "GPU", 72, 17.2),
+        ("Software Bug", "Dependency", 54, 12.9),
+        ("Network Switch/Cable", "Network", 35, 8.4),
+        ("Host Maintenance", "Unplanned Maintenance", 32, 7.6),
+        ("GPU SRAM Memory", "GPU", 19, 4.5),
+        ("GPU System Processor", "GPU", 17, 4.1),
+        ("NIC", "Host", 7, 1.7),
+        ("NCCL Watchdog Timeouts", "Unknown", 7, 1.7),
+        ("Silent Data Corruption", "GPU", 6, 1.4),
+        ("GPU Thermal Interface + Sensor", "GPU", 6, 1.4),
+        ("SSD", "Host", 3, 0.7),
+        ("Power Supply", "Host", 3, 0.7),
+        ("Server Chassis", "Host", 2, 0.5),
+        ("IO Expansion Board", "Host", 2, 0.5),
+        ("Dependency", "Dependency", 2, 0.5),
+        ("CPU", "Host", 2, 0.5),
+        ("System Memory", "Host", 2, 0.5))),
+    source=_L24 + ", Sec. 3.3.4 (the 54-day snapshot: 466 interruptions, 47 planned, "
+                  "419 unexpected) and Table 5 (root causes of the unexpected ones)")

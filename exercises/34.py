@@ -125,8 +125,9 @@ def _():
     book_answer=(0.75, 0.69, 0.69, 0.75, 0.44, 0.29),
     book_note=("The original edition uses B/(B + B_crit) below the critical batch and "
                "1 − B_crit/(2B) above it, and so prints 75% / 69% / 69% for the ramp against "
-               "75% / 44% / 29% for a fixed 4M batch. The second branch is not chapter 10's law "
-               "and the two branches disagree at B = B_crit (50% against 75%). With S_min/S = "
+               "75% / 44% / 29% for a fixed 4M batch. The second branch is not chapter 10's law: "
+               "the two branches meet at B = B_crit (50%) and part above it (at B = 2·B_crit, "
+               "75% against the law's 67%). With S_min/S = "
                "B/(B + B_crit) throughout, the ramp keeps 67% / 62% / 62% and the fixed batch "
                "falls to 67% / 44% / 29%: the conclusion stands, the ramp's figures are lower."),
 )

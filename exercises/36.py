@@ -12,6 +12,11 @@ def _expert_params(cfg):
     return cfg.layers * moe.expert_params(cfg.hidden, cfg.moe_ffn_hidden, 1, matrices=3)
 
 
+_MX7 = models.get("mixtral-8x7b")
+_E7 = _expert_params(_MX7)                         # one expert, all layers: ≈ 5.6B
+_SHARED7 = _MX7.num_params() - _MX7.experts * _E7  # attention, router, norms, embeddings
+
+
 @exercise(
     "36.1",
     prompt=("A 32-layer model with a sliding window in every layer should let the last token "
@@ -59,7 +64,10 @@ def _():
                "large as all 16 experts; against the dense model whose FFN one expert copies, a "
                "top-2 MoE spends twice the FFN FLOPs per token (its own derivation, "
                "F_MoE = k·F_FFN), so it trains on half the tokens, 0.5×. The share (12.5 %) "
-               "and 20·12.9B·2.5 ≈ 645B tokens stand."),
+               "and 20·12.9B·2.5 ≈ 645B tokens stand. Its 'total params: 8 × 7B + shared = "
+               "46.7B' cannot hold (8 × 7B alone is 56B): one expert's MLPs over the "
+               f"{_MX7.layers} layers are {_E7 / 1e9:.1f}B, eight of them {8 * _E7 / 1e9:.1f}B, "
+               f"and the shared attention, embeddings and norms {_SHARED7 / 1e9:.1f}B."),
 )
 def _():
     share = moe.active_expert_params(4096, 14336, 2, 3) / moe.expert_params(4096, 14336, 16, 3)

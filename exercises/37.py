@@ -10,6 +10,8 @@ from dtbook.units import day, hour, minute
 H100 = hardware.get("h100-sxm")
 F = H100.peak("bf16")
 THREE = ("llama3-405b", "deepseek-v3", "mixtral-8x22b")
+_GPT3 = models.get("gpt3-175b")
+_DS, _MX = models.get("deepseek-v3"), models.get("mixtral-8x22b")
 
 
 @exercise(
@@ -26,7 +28,10 @@ THREE = ("llama3-405b", "deepseek-v3", "mixtral-8x22b")
     book_note=("The original edition divides 2.8 TB by 80 GB and asks for at least 35 GPUs. An "
                "H100's 80 GB is 80 GiB, 85.9 × 10⁹ bytes, so 33 GPUs hold 2.8 TB; 35 is the "
                "count for 80 × 10⁹-byte devices. Neither leaves room for activations, which "
-               "is why the layout spreads the model over 64 GPUs per replica."),
+               "is why the layout spreads the model over 64 GPUs per replica. Its hint then "
+               "splits '64 layers' over the 8 pipeline stages; GPT-3 175B, the model of this "
+               f"size the original edition lays out elsewhere, has {_GPT3.layers} layers, "
+               f"{_GPT3.layers // 8} a stage."),
 )
 def _():
     states = memory.model_state_bytes(175e9)
@@ -113,7 +118,10 @@ def _():
             "fraction)."),
     unit=("", ""),
     hint="GPU-hours follow the tokens; wall-clock is GPU-hours over GPUs.",
-    book_answer=(120_000, None),
+    book_answer=(120_000, 0.5),
+    book_note=("The original edition says the larger batch 'halves wall-clock'. With the 20 % "
+               "more tokens behind its own 120K GPU-hours, twice the GPUs take 1.2/2 = 0.6 of "
+               "the first run's time; half holds only for a batch that needs no more tokens."),
 )
 def _():
     tokens = 20 * 13e9                                  # any count: only the ratio matters
@@ -150,7 +158,13 @@ def _():
     book_note=("The original edition counts Mixtral 8x22B at 2 × 44B, two whole 22B models per "
                "token. Its top-2 routing runs two experts' MLPs but one attention: 39B active "
                "parameters (Mistral's figure), 78 GFLOP per token. DeepSeek-V3's '2 × 37B' is "
-               "the rounded 37.6B."),
+               "the rounded 37.6B. Its verdict that Mixtral is the most efficient for inference "
+               "because it has the smallest active parameters contradicts its own (b): 37B "
+               "active for DeepSeek-V3 against 44B for Mixtral (as counted here "
+               f"{_DS.num_active_params() / 1e9:.1f}B and {_MX.num_active_params() / 1e9:.1f}B). "
+               f"What Mixtral has least of is total parameters ({_MX.num_params() / 1e9:.0f}B "
+               f"against {models.get('llama3-405b').num_params() / 1e9:.0f}B and "
+               f"{_DS.num_params() / 1e9:.0f}B), which is why it fits on fewer GPUs."),
 )
 def _():
     return tuple(flops.forward_flops(models.get(name).num_active_params(), 1) for name in THREE)

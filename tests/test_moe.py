@@ -163,10 +163,12 @@ def _ep_worker(rank, world_size):
     w1, w2 = torch.randn(E, H, 8, generator=gen), torch.randn(E, 8, H, generator=gen)
     loc = E // world_size
     x = x_all[rank * T:(rank + 1) * T].clone().requires_grad_()
-    w1l = w1[rank * loc:(rank + 1) * loc].clone().requires_grad_()
+    first = rank * loc                                   # global id of this rank's first expert
+    w1l = w1[first:first + loc].clone().requires_grad_()
     weights, idx, _ = expert.route_topk(x @ wg.T, 2)
     with CommCounter() as c:
-        y = expert.ep_forward(x, weights, idx, w1l, w2[rank * loc:(rank + 1) * loc], E)
+        y = expert.ep_forward(x, weights, idx,
+                              lambda b, e: expert.expert_ffn(b, w1l[e - first], w2[e]), E)
     y.pow(2).sum().backward()
     return y.detach(), x.grad, w1l.grad, [(k.op, k.nbytes) for k in c.calls]
 

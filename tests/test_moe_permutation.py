@@ -1,6 +1,6 @@
 """dtbook.parallel.moe's token permutation (chapter 36): the permuted layer equal to the loop
-and to chapter 18's moe_dense, and ep_permuted on four gloo ranks equal to one process, with
-its splits equal to the routing's counts."""
+and to chapter 18's moe_dense, and chapter 18's ep_forward with these experts on four gloo
+ranks equal to one process, with its splits equal to the routing's counts."""
 
 import torch
 
@@ -47,18 +47,24 @@ def _ep_worker(rank, world):
     mine = slice(rank * T // world, (rank + 1) * T // world)
     weights, idx, _ = expert.route_topk(x[mine] @ wg.T, K)
     log = {}
-    y = expert.ep_permuted(x[mine], weights, idx,
-                           lambda b, e: expert.swiglu_expert(b, w1[e], w3[e], w2[e]), E, log=log)
-    return y, log, idx
+    swiglu = lambda b, e: expert.swiglu_expert(b, w1[e], w3[e], w2[e])
+    y = expert.ep_forward(x[mine], weights, idx, swiglu, E, log=log)
+    try:                                      # E = 6 does not split over four ranks
+        expert.ep_forward(x[mine], weights, idx, swiglu, 6)
+        bad = None
+    except ValueError as err:
+        bad = str(err)
+    return y, log, idx, bad
 
 
-def test_ep_permuted_on_four_ranks():
+def test_ep_forward_with_swiglu_experts_on_four_ranks():
     from dtbook.dist import launch
     out = launch(_ep_worker, 4, timeout=120)
     x, wg, w1, w3, w2 = _setup()
     weights, idx, _ = expert.route_topk(x @ wg.T, K)
     ref = expert.moe_loop(x, weights, idx, lambda b, e: expert.swiglu_expert(b, w1[e], w3[e], w2[e]))
-    assert torch.allclose(torch.cat([y for y, _, _ in out]), ref, atol=1e-12)
-    m = torch.stack([torch.bincount(i.reshape(-1) // (E // 4), minlength=4) for _, _, i in out])
-    for r, (_, log, _) in enumerate(out):
+    assert torch.allclose(torch.cat([y for y, _, _, _ in out]), ref, atol=1e-12)
+    m = torch.stack([torch.bincount(i.reshape(-1) // (E // 4), minlength=4) for _, _, i, _ in out])
+    for r, (_, log, _, bad) in enumerate(out):
         assert log["in_splits"] == m[r].tolist() and log["out_splits"] == m[:, r].tolist()
+        assert bad is not None and bad.startswith("experts")

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from dtbook import comm, models, moe, plan, runs
+from dtbook import comm, hardware, models, moe, plan, runs
 from dtbook.plan import terms
 from dtbook.plan.validate import predict_run
 from dtbook.plan.model import RECOMPUTE
@@ -141,3 +141,27 @@ def test_per_node_dispatch_keeps_the_per_expert_time_where_experts_do_not_split_
     deepep = plan.estimate("qwen1.5-moe-a2.7b", moe_dispatcher="deepep", **kw)
     plain = plan.estimate("qwen1.5-moe-a2.7b", **kw)
     assert deepep.breakdown["ep_comm"] == pytest.approx(plain.breakdown["ep_comm"])
+
+
+def test_overlapped_deepep_computes_on_the_sms_its_kernels_leave():
+    kw = dict(gpus=1024, gpu="h100-sxm", tp=2, pp=8, dp=64, ep=64, vpp=4, global_batch=8192,
+              seq=4096, zero=2, dtype="fp8", moe_dispatcher="deepep", moe_comm_overlap=True)
+    default = plan.estimate("deepseek-v3", **kw)
+    free = plan.estimate("deepseek-v3", moe_comm_sms=0, **kw)
+    sms = hardware.matmul_ceiling("h100-sxm", "fp8").sms      # 132 on an H100 SXM
+    assert default.config["moe_comm_sms"] == terms.DEEPEP_SMS == 20
+    assert "moe_comm_sms" not in free.config
+    assert default.breakdown["compute"] / free.breakdown["compute"] == pytest.approx(
+        sms / (sms - 20))
+    # not overlapped, the kernels take nothing from compute: no default, and no setting
+    assert "moe_comm_sms" not in plan.estimate("deepseek-v3", **{**kw, "moe_comm_overlap": False}).config
+
+
+@pytest.mark.parametrize("sms, overlap, word", [(132, True, "132 SMs"), (-1, True, ">= 0"),
+                                                 (2.5, True, "whole number"),
+                                                 (20, False, "moe_comm_overlap")])
+def test_bad_comm_sms_are_named(sms, overlap, word):
+    kw = dict(gpus=1024, gpu="h100-sxm", tp=2, pp=8, dp=64, ep=64, vpp=4, global_batch=8192,
+              seq=4096, zero=2, dtype="fp8", moe_dispatcher="deepep")
+    with pytest.raises(ValueError, match=word):
+        plan.estimate("deepseek-v3", moe_comm_sms=sms, moe_comm_overlap=overlap, **kw)

@@ -109,3 +109,16 @@ def test_optimizer_counts_megatrons_separate_copy_and_fp16_unscale():
     assert terms.optimizer(job, lay, psi)[0] == pytest.approx(((adam + 4 + 4) * psi / 2 + 4 * psi) / hbm)
     assert terms.optimizer(fp16, lay, psi)[0] - terms.optimizer(job, lay, psi)[0] == pytest.approx(
         14 * psi / 2 / hbm)
+
+
+def test_expert_state_is_sharded_over_the_experts_own_copies():
+    """DeepSeek-V3 on its report's layout (PP 16, DP 128, EP 64, ZeRO-1): each expert lives
+    on dp/ep = 2 GPUs, so its optimizer state splits 2 ways, the dense weights' 128 ways
+    (the README's 6 + 12/d bytes per parameter for each)."""
+    cfg = models.get("deepseek-v3")
+    e = plan.estimate(cfg, gpus=2048, gpu="h800", tp=1, pp=16, dp=128, ep=64,
+                      global_batch=15360, seq=4096, zero=1, dtype="fp8")
+    experts = (cfg.layers - cfg.dense_layers) * cfg.experts * cfg.mlp_params(cfg.moe_ffn_hidden)
+    dense = cfg.num_params() - experts
+    by_hand = dense / 16 * (6 + 12 / 128) + experts / (16 * 64) * (6 + 12 / 2)
+    assert e.breakdown["memory_state"] == pytest.approx(by_hand)

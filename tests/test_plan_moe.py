@@ -315,3 +315,26 @@ def test_estimate_keywords_reach_the_command_line():
     from dtbook.plan import cli
     names = {n for n, *_ in cli._extra_knobs()}
     assert {"first_stage_layers", "last_stage_layers", "expert_tensor_parallel"} <= names
+
+
+@pytest.mark.parametrize("model", ["gpt-oss-120b", "mixtral-8x7b", "deepseek-v3"])
+def test_moe_elementwise_runs_over_the_routed_rows_and_the_permutation(model):
+    """An MoE block's activation runs over k copies of each token at the experts' width (gpt-oss:
+    4 x 2880 per token, where a dense block of the config's ffn_hidden would be 2880), the shared
+    experts over every token, and Megatron-Core's permute/unpermute move each token's k copies:
+    forward 3k·h + h values, backward 2k·h + 2h (a hand count of moe_utils' gathers and sums)."""
+    cfg = models.get(model)
+    rows = [(1, 1, 8, 1, 1, 1, 1, 1, "none", 0)]        # EP 1: no load imbalance to model
+    _, job, lay, _ = _setup(model, rows, gpu="h100-sxm", seq=4096, global_batch=64)
+    T, k, h = lay.tokens[0], cfg.experts_per_token, cfg.hidden
+    act_f, act_b = (3, 5) if cfg.gated_mlp else (2, 3)
+    width = k * cfg.moe_ffn_hidden + cfg.shared_experts * (cfg.shared_ffn_hidden or 0)
+    fwd, bwd = terms.moe_elementwise_values(job, lay)
+    assert fwd[0] == pytest.approx(T * (act_f * width + 3 * k * h + h))
+    assert bwd[0] == pytest.approx(T * (act_b * width + 2 * k * h + 2 * h))
+    # the block's mean: attention-half ops of every block, the MLP half by its kind
+    dense_f, _ = terms.elementwise_values(cfg, lay.tokens, 4096, lay.tp, lay.sp)
+    attn_f, _ = terms.elementwise_values(cfg, lay.tokens, 4096, lay.tp, lay.sp, mlp_activation=False)
+    share = job.moe_layers / cfg.layers
+    want = (1 - share) * dense_f + share * (attn_f + fwd)
+    assert terms.elementwise(job, lay).forward[0] == pytest.approx(want[0] * 2 / job.hbm)

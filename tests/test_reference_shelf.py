@@ -141,6 +141,11 @@ def test_the_catalog_appendices_cite_their_sources():
     for catalog in ("hardware", "models", "runs"):
         text = reference.cited_sources_markdown(catalog)
         assert "{cite:p}`" in text
+        # a chapter the sources name is a link to it (DESIGN.md: chapters link each other)
+        bare = re.findall(r"(?<!\{doc\}`)\bchapter \d+[a-z]?\b", text)
+        assert not bare, f"{catalog} sources name chapters without a link: {bare}"
+    assert "{doc}`chapter 04 </chapters/01-foundations/04-" in \
+        reference.cited_sources_markdown("hardware")
     with pytest.raises(ValueError, match="catalog"):
         reference.cited_sources_markdown("gpus")
     assert "cited_sources_markdown(\"hardware\")" in (

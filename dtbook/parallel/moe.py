@@ -9,8 +9,9 @@ With expert parallelism, rank r of P holds experts r·E/P … (r + 1)·E/P − 1
 is replicated. :func:`ep_forward` moves each token-expert assignment to the rank of its
 expert and back with two all-to-alls of uneven sizes: first the counts are exchanged (a
 rank cannot receive what it does not know the size of), then the token vectors go out
-(dispatch), the local experts run, and the results come back (combine). The all-to-alls
-are ``all_to_all_single_autograd``, so the backward pass runs the reverse all-to-alls and
+(dispatch), the local experts run (any expert function: chapter 36 passes Mixtral's
+SwiGLU), and the results come back (combine). The all-to-alls are
+``all_to_all_single_autograd``, so the backward pass runs the reverse all-to-alls and
 gradients reach the router, the experts and the inputs.
 """
 
@@ -100,26 +101,35 @@ def z_loss(logits, coef=1e-3):
 
 # ------------------------------------------------------------------ expert parallelism
 
-def ep_forward(x, weights, idx, w1_local, w2_local, experts, group=None, log=None,
-               sleep_per_token=0.0):
+def ep_forward(x, weights, idx, ffn, experts, group=None, log=None, sleep_per_token=0.0):
     """The layer's expert part on one rank of an EP group: dispatch, local experts, combine.
 
     ``x`` (T, H) are this rank's tokens, ``weights``/``idx`` (T, k) its routing, and
-    ``w1_local``/``w2_local`` the E/P experts this rank holds. ``log``, a dict, receives the
-    splits and the bytes each all-to-all moved, for counting. ``sleep_per_token`` adds that
-    many seconds per received token after the local experts: an emulated expert compute whose
-    duration is known exactly, for timing on a shared CPU (chapter 18).
+    ``ffn(block, e)`` runs expert e (a global id, one of the E/P this rank holds) on a block
+    of rows: chapter 18's GeLU experts (chapter 25's too), or Mixtral's SwiGLU ones in
+    chapter 36. The assignments are sorted by expert (:func:`permute`), which sorts them by
+    destination rank; the ranks exchange their counts, send each rank its block (uneven
+    splits), sort what arrived by local expert and run each local expert once on its
+    contiguous block, undo that sort, send the results back and add them to their tokens
+    with the routing weights. The all-to-alls carry gradients
+    (``all_to_all_single_autograd``), so the backward pass runs the reverse all-to-alls and
+    gradients reach the router, the experts and the inputs.
+
+    ``log``, a dict, receives the splits and the bytes each all-to-all moved, for counting.
+    ``sleep_per_token`` adds that many seconds per received token after the local experts:
+    an emulated expert compute whose duration is known exactly, for timing on a shared CPU
+    (chapter 18).
     """
     from torch.distributed._functional_collectives import all_to_all_single_autograd
 
     group = group if group is not None else dist.group.WORLD
-    world = dist.get_world_size(group)
+    world, rank = dist.get_world_size(group), dist.get_rank(group)
+    if experts % world:
+        raise ValueError(f"experts ({experts}) must be a multiple of the group size ({world})")
     local = experts // world
-    T, k = idx.shape
-    flat = idx.reshape(-1)
-    order = flat.argsort(stable=True)                    # assignments sorted by expert = by rank
+    k = idx.shape[1]
+    order, counts = permute(idx, experts)                # sorted by expert = by destination rank
     send = x[order // k]                                 # (T·k, H), token of each assignment
-    counts = torch.bincount(flat, minlength=experts)     # per expert, this rank's assignments
     # 1. exchange counts: rank r learns how many tokens each source sends to each of its experts
     recv_counts = torch.empty_like(counts)
     dist.all_to_all_single(recv_counts, counts, group=group)
@@ -128,13 +138,12 @@ def ep_forward(x, weights, idx, w1_local, w2_local, experts, group=None, log=Non
     out_splits = from_src.sum(1).tolist()
     # 2. dispatch
     got = all_to_all_single_autograd(send, out_splits, in_splits, group)
-    # 3. local experts: each source's block is sorted by expert; regroup by expert
+    # 3. local experts: each source's block is sorted by expert; a stable sort by local
+    #    expert makes each expert's rows one block, and index_copy undoes that sort
     expert_of = torch.arange(local).repeat(world).repeat_interleave(from_src.reshape(-1))
-    out = torch.zeros_like(got)
-    for e in range(local):
-        rows = (expert_of == e).nonzero(as_tuple=True)[0]
-        if rows.numel():
-            out = out.index_copy(0, rows, expert_ffn(got[rows], w1_local[e], w2_local[e]))
+    local_order = expert_of.argsort(stable=True)
+    ran = _grouped(got[local_order], from_src.sum(0), ffn, first=rank * local)
+    out = torch.empty_like(got).index_copy(0, local_order, ran)
     if sleep_per_token:
         time.sleep(sleep_per_token * got.shape[0])
     # 4. combine: the reverse all-to-all, then weight and sum each token's k results
@@ -186,7 +195,7 @@ def new_layout_groups(tp, ep):
 
 # ------------------------------------------------------------------ token permutation (chapter 36)
 
-__all__ += ["swiglu_expert", "permute", "moe_permuted", "moe_loop", "ep_permuted"]
+__all__ += ["swiglu_expert", "permute", "moe_permuted", "moe_loop"]
 
 
 def swiglu_expert(x, w1, w3, w2):
@@ -230,38 +239,4 @@ def moe_loop(x, weights, idx, ffn):
         for j in range(idx.shape[1]):
             e = int(idx[t, j])
             y[t] += weights[t, j] * ffn(x[t:t + 1], e)[0]
-    return y
-
-
-def ep_permuted(x, weights, idx, ffn, experts, group=None, log=None):
-    """Expert parallelism with the permutation on both sides, forward only, for any expert
-    function ``ffn(block, e)`` with e a global expert id (Mixtral's SwiGLU): sort this rank's
-    assignments by expert (:func:`permute`), exchange the counts, send each rank its block
-    with ``all_to_all_single`` and uneven splits, sort what arrived by local expert and run
-    each local expert once, undo that sort, send the results back, and unpermute with the
-    routing weights. ``log`` receives the splits (chapter 36; :func:`ep_forward` is chapter
-    18's version with gradients)."""
-    group = group if group is not None else dist.group.WORLD
-    world, rank = dist.get_world_size(group), dist.get_rank(group)
-    local = experts // world
-    k = idx.shape[1]
-    order, counts = permute(idx, experts)
-    send = x[order // k]
-    recv_counts = torch.empty_like(counts)
-    dist.all_to_all_single(recv_counts, counts, group=group)
-    in_splits = counts.view(world, local).sum(1).tolist()
-    from_src = recv_counts.view(world, local)              # [source rank, local expert]
-    out_splits = from_src.sum(1).tolist()
-    got = send.new_empty(sum(out_splits), x.shape[1])
-    dist.all_to_all_single(got, send, out_splits, in_splits, group=group)
-    # each source's block is sorted by expert: a stable sort by local expert groups them all
-    expert_of = torch.arange(local).repeat(world).repeat_interleave(from_src.reshape(-1))
-    local_order = expert_of.argsort(stable=True)
-    done = torch.empty_like(got)
-    done[local_order] = _grouped(got[local_order], from_src.sum(0), ffn, first=rank * local)
-    back = torch.empty_like(send)
-    dist.all_to_all_single(back, done, in_splits, out_splits, group=group)
-    y = torch.zeros_like(x).index_add(0, order // k, weights.reshape(-1)[order, None] * back)
-    if log is not None:
-        log.update(in_splits=in_splits, out_splits=out_splits)
     return y

@@ -30,7 +30,8 @@ __all__ = ["Estimate", "estimate", "layer_time", "evaluate", "RECOMPUTE", "ATTEN
            "MOE_DISPATCHERS", "PIPELINE_ENGINES", "COLUMNS", "resolve_model",
            "links_for", "protocol_efficiency", "elementwise_values"]
 
-RECOMPUTE = ("none", "selective", "full")
+# "selective-op": torchtitan's op-level selective checkpointing (terms.recompute)
+RECOMPUTE = ("none", "selective", "full", "selective-op")
 ATTENTION = ("flash", "unfused")
 MOE_DISPATCHERS = ("alltoall", "deepep")
 PIPELINE_ENGINES = ("megatron", "deepspeed")
@@ -50,7 +51,7 @@ def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols, a
              pipeline_engine="megatron", node=None, data_parallel_engine="megatron",
              hsdp_replicas=1, fsdp_float8_all_gather=False, first_stage_layers=None,
              last_stage_layers=None, expert_tensor_parallel=None, moe_dispatcher="alltoall",
-             moe_comm_overlap=False):
+             moe_comm_overlap=False, moe_comm_sms=None):
     """The model over NumPy arrays of configurations (chapter 27): ``cols`` maps each of
     ``COLUMNS`` to an array (recompute as 0/1/2, sequence_parallel as 0/1). Returns a dict
     of arrays: the breakdown terms (seconds per step, bytes), ``step_time``,
@@ -65,10 +66,12 @@ def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols, a
                          pipeline_engine=pipeline_engine, node=node,
                          first_stage_layers=first_stage_layers, last_stage_layers=last_stage_layers,
                          expert_tensor_parallel=expert_tensor_parallel,
-                         moe_dispatcher=moe_dispatcher, moe_comm_overlap=moe_comm_overlap)
+                         moe_dispatcher=moe_dispatcher, moe_comm_overlap=moe_comm_overlap,
+                         moe_comm_sms=moe_comm_sms)
     lay = terms.Layouts.of(cols, job)
     layer = terms.layer_compute(job, lay)          # one layer, one micro-batch, one GPU
     stage = terms.slowest_stage(job, lay, layer)   # its layers; compute with the logits
+    stage = terms.comm_sm_share(job, stage)        # on fewer SMs beside overlapped dispatch
     params = terms.params_per_gpu(job, lay)
 
     # each layer's exposed extra work, split into its forward and backward share
@@ -202,6 +205,22 @@ def _check_engine(pipeline_engine, vpp):
         raise ValueError(f"vpp: DeepSpeed's pipeline engine has no interleaved schedule, got vpp = {vpp}")
 
 
+def _check_comm_sms(moe_comm_sms, moe_dispatcher, moe_comm_overlap, gpu, dtype):
+    """``moe_comm_sms`` as the planner uses it (None: the dispatcher's default), or a
+    ``ValueError`` naming it: a whole number below the GPU's SMs, and only with the overlap."""
+    if moe_comm_sms is None:
+        return terms.default_comm_sms(moe_dispatcher, moe_comm_overlap)
+    _whole(0, moe_comm_sms=moe_comm_sms)
+    sms = hardware.matmul_ceiling(gpu, dtype).sms
+    if moe_comm_sms >= sms:
+        raise ValueError(f"moe_comm_sms ({moe_comm_sms}) must leave the {gpu}'s {sms} SMs some "
+                         "to compute on")
+    if moe_comm_sms and not moe_comm_overlap:
+        raise ValueError("moe_comm_sms only applies with moe_comm_overlap=True: without the "
+                         "overlap the dispatch takes no SMs from compute")
+    return moe_comm_sms
+
+
 def estimate(model, *, gpus, gpu="h100-sxm", tp, pp, dp, cp=1, ep=1, vpp=1, micro_batch=1,
              global_batch, seq, zero=1, recompute="none", sequence_parallel=True,
              dtype="bf16", gpus_per_node=8, attention="flash", overlap_grad_reduce=True,
@@ -210,7 +229,7 @@ def estimate(model, *, gpus, gpu="h100-sxm", tp, pp, dp, cp=1, ep=1, vpp=1, micr
              fsdp_float8_all_gather=False, first_stage_layers: int | None = None,
              last_stage_layers: int | None = None,
              expert_tensor_parallel: int | None = None, moe_dispatcher="alltoall",
-             moe_comm_overlap=False) -> Estimate:
+             moe_comm_overlap=False, moe_comm_sms: int | None = None) -> Estimate:
     """Step time, throughput and memory of one configuration (chapter 27; the model is
     :func:`evaluate`'s, term by term in :mod:`dtbook.plan.terms`). ``model``: a :mod:`dtbook.models` name or a ``TransformerConfig``;
     ``gpu``: an accelerator of :mod:`dtbook.hardware`; ``ep`` splits the experts over the
@@ -247,7 +266,10 @@ def estimate(model, *, gpus, gpu="h100-sxm", tp, pp, dp, cp=1, ep=1, vpp=1, micr
     ``"deepep"`` (a token crosses the scale-out network once per destination node and fans
     out over NVLink: DeepSeek-V3's own kernels, DeepEP, Megatron-Core's flex dispatcher);
     ``moe_comm_overlap``: the EP all-to-alls run under another micro-batch's compute
-    (Megatron-Core's ``overlap_moe_expert_parallel_comm``, DeepSeek's DualPipe; terms.ep_comm)."""
+    (Megatron-Core's ``overlap_moe_expert_parallel_comm``, DeepSeek's DualPipe; terms.ep_comm);
+    ``moe_comm_sms``: the SMs the overlapped dispatch kernels hold, the compute running on the
+    rest (terms.comm_sm_share); ``None`` (default) is DeepEP's 20 with ``"deepep"`` and the
+    overlap, else 0 (Megatron-Core's ``moe_deepep_num_sms``)."""
     cfg = resolve_model(model)
     if moe_dispatcher not in MOE_DISPATCHERS:
         raise ValueError(f"moe_dispatcher must be one of {MOE_DISPATCHERS}, got {moe_dispatcher!r}")
@@ -263,6 +285,7 @@ def estimate(model, *, gpus, gpu="h100-sxm", tp, pp, dp, cp=1, ep=1, vpp=1, micr
         links_for(gpu, node)     # ValueError for an unknown node or one without this gpu
     terms.check_data_parallel(data_parallel_engine, hsdp_replicas, fsdp_float8_all_gather,
                               dp=dp, cp=cp, zero=zero, dtype=dtype)
+    comm_sms = _check_comm_sms(moe_comm_sms, moe_dispatcher, moe_comm_overlap, gpu, dtype)
     cols = dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=micro_batch, zero=zero,
                 recompute=RECOMPUTE.index(recompute), sequence_parallel=int(bool(sequence_parallel)))
     out = evaluate(cfg, gpus=gpus, gpu=gpu, seq=seq, global_batch=global_batch, dtype=dtype,
@@ -274,7 +297,7 @@ def estimate(model, *, gpus, gpu="h100-sxm", tp, pp, dp, cp=1, ep=1, vpp=1, micr
                    fsdp_float8_all_gather=bool(fsdp_float8_all_gather),
                    first_stage_layers=first_stage_layers, last_stage_layers=last_stage_layers,
                    expert_tensor_parallel=expert_tensor_parallel, moe_dispatcher=moe_dispatcher,
-                   moe_comm_overlap=bool(moe_comm_overlap))
+                   moe_comm_overlap=bool(moe_comm_overlap), moe_comm_sms=moe_comm_sms)
     val = {k: float(np.asarray(v).reshape(-1)[0]) for k, v in out.items()}
     acc = hardware.get(gpu)
     step = val["step_time"]
@@ -298,6 +321,8 @@ def estimate(model, *, gpus, gpu="h100-sxm", tp, pp, dp, cp=1, ep=1, vpp=1, micr
         config["expert_tensor_parallel"] = expert_tensor_parallel
     if moe_dispatcher != "alltoall" or moe_comm_overlap:
         config.update(moe_dispatcher=moe_dispatcher, moe_comm_overlap=bool(moe_comm_overlap))
+    if comm_sms:
+        config["moe_comm_sms"] = comm_sms
     breakdown = {k: val[k] for k in ("compute", "recompute", "elementwise", "grad_accum",
                                      "tp_comm", "cp_comm",
                                      "ep_comm", "pp_comm", "bubble", "dp_comm", "zero3_comm",

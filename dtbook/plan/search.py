@@ -48,7 +48,8 @@ from .model import (ATTENTION, MOE_DISPATCHERS, RECOMPUTE, _check_engine, _whole
 
 __all__ = ["configurations", "funnel", "search", "listed_bound", "SPACE", "GPUS_MAX"]
 
-SPACE = dict(zero=(0, 1, 2, 3), recompute=RECOMPUTE, micro_batch=(1, 2, 4, 8), vpp=(1, 2, 3, 4))
+# the search tries Megatron's three recompute modes; torchtitan's "selective-op" is there to be fixed
+SPACE = dict(zero=(0, 1, 2, 3), recompute=RECOMPUTE[:3], micro_batch=(1, 2, 4, 8), vpp=(1, 2, 3, 4))
 _KEYS = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "zero", "recompute", "sequence_parallel")
 GPUS_MAX = 2 ** 53      # float64 holds every whole number up to here exactly
 _STAGES = ("GPU product", "TP inside a node", "heads divisible by TP", "layers split over PP x VPP",

@@ -26,7 +26,8 @@ module; :func:`slowest_stage`) spends, per layer:
   With ``dtype="fp8"`` the layers' linear GEMMs run at the measured FP8 ceiling (Transformer
   Engine's FP8 linears); the attention core and the logits stay BF16;
 * **recompute** (:func:`recompute`): ``"full"`` one more forward of the layers,
-  ``"selective"`` one more forward of the attention core (Korthikanti et al. 2022);
+  ``"selective"`` one more forward of the attention core (Korthikanti et al. 2022),
+  ``"selective-op"`` one more forward of every second matmul (torchtitan's op-level policy);
 * **elementwise** (:func:`elementwise`): norms, activations, residual adds, RoPE (and, with
   unfused attention, the softmax and dropout of the ``s x s`` scores) are memory-bound. Each
   op reads its inputs and writes its output in forward; in backward it reads its saved input
@@ -160,10 +161,10 @@ from .. import (activations, comm, data_parallel, flops, hardware, memory, moe, 
 from .gemm import _matmul_time
 
 __all__ = ["COLUMNS", "Job", "Layouts", "Seconds", "LayerCompute", "Stage", "layer_compute",
-           "slowest_stage", "recompute", "elementwise", "tp_comm", "cp_comm", "ep_comm",
+           "slowest_stage", "expert_replicas", "comm_sm_share", "default_comm_sms", "DEEPEP_SMS", "recompute", "elementwise", "tp_comm", "cp_comm", "ep_comm",
            "pp_comm", "grad_accum", "pipeline", "params_per_gpu", "dp_comm", "zero3_comm",
            "optimizer", "state_memory", "activation_memory", "model_flops", "links_for",
-           "protocol_efficiency", "elementwise_values",
+           "protocol_efficiency", "elementwise_values", "moe_elementwise_values",
            # W1: layer kinds (MoE, attention variants), uneven pipeline splits
            "LayerKinds", "attention_compute", "mlp_compute", "expert_load_factor", "splits",
            # W3: what the framework takes beside the model
@@ -233,7 +234,8 @@ def _in_node_allreduce(n, p, link, alpha, beta):
     return 2 * (p - 1) / p * n / curve.at(n * curve.ranks / p)
 
 
-def elementwise_values(cfg, tokens, seq, tp, sp, attention="flash", heads_local=None):
+def elementwise_values(cfg, tokens, seq, tp, sp, attention="flash", heads_local=None,
+                       mlp_activation=True):
     """Values (not bytes) the memory-bound ops of one layer read plus write for one
     micro-batch of ``tokens`` tokens on one GPU, as ``(forward, backward)`` (chapter 27).
 
@@ -247,14 +249,16 @@ def elementwise_values(cfg, tokens, seq, tp, sp, attention="flash", heads_local=
     fused kernel (read and write) and dropped out (read, write, a 1-byte mask), Megatron-LM's
     path before FlashAttention: forward 4.5 values per score, backward 5.5 (softmax: read P
     and dP, write dS; dropout: read dy and mask, write dx). A flash kernel keeps its scores
-    on chip: nothing here. Arrays broadcast."""
+    on chip: nothing here. ``mlp_activation=False`` leaves the MLP's activation out (an MoE
+    block's runs over its routed rows: :func:`moe_elementwise_values`). Arrays broadcast."""
     tp, sp = np.asarray(tp, dtype=float), np.asarray(sp, dtype=float)
     h, f = cfg.hidden, cfg.ffn_hidden / tp
     hw = h / np.where(sp == 1, tp, 1.0)        # h-wide ops: split only by SP
     qk = (cfg.heads + cfg.kv_heads) * cfg.head_dim / np.minimum(tp, cfg.heads)
-    gated = cfg.gated_mlp
-    fwd = tokens * (2 * 2 * hw + (3 if gated else 2) * f + 2 * 3 * hw)
-    bwd = tokens * (2 * 3 * hw + (5 if gated else 3) * f + 2 * 2 * hw)
+    act_f, act_b = _ACTIVATION_VALUES[cfg.gated_mlp]
+    f = f if mlp_activation else 0.0
+    fwd = tokens * (2 * 2 * hw + act_f * f + 2 * 3 * hw)
+    bwd = tokens * (2 * 3 * hw + act_b * f + 2 * 2 * hw)
     if cfg.positions == "rotary":
         fwd = fwd + tokens * 2 * qk
         bwd = bwd + tokens * 2 * qk
@@ -264,6 +268,32 @@ def elementwise_values(cfg, tokens, seq, tp, sp, attention="flash", heads_local=
         fwd = fwd + 4.5 * scores
         bwd = bwd + 5.5 * scores
     return fwd, bwd
+
+
+_ACTIVATION_VALUES = {True: (3, 5), False: (2, 3)}   # per width: SwiGLU, GELU (forward, backward)
+
+
+def moe_elementwise_values(job: "Job", lay: "Layouts"):
+    """Values an MoE block's MLP half reads plus writes in memory-bound ops, per GPU and
+    micro-batch, as ``(forward, backward)`` (chapter 27): the routed experts' activation over
+    the rows this GPU's experts take (each token's k copies, times :func:`expert_load_factor`
+    on the busiest rank), each ``moe_ffn / etp`` wide; the shared experts' activation over
+    every token; and the token permutation around the dispatch, as Megatron-Core's token
+    dispatcher runs it (``moe_utils.permute`` / ``unpermute``): forward, the gather of each
+    token's k copies (read and write k·h) and the weighted sum back (read k·h, write h);
+    backward, the reverse of each (read h, write k·h; read k·h, write h)."""
+    cfg = job.cfg
+    etp, routed, _ = _expert_layout(job, lay)
+    gemms = {g["name"]: g for g in flops.block_gemms(cfg, cfg.dense_layers)}
+    k, h = cfg.experts_per_token, cfg.hidden
+    act_f, act_b = _ACTIVATION_VALUES[cfg.gated_mlp]
+    rows = routed * k * expert_load_factor(job, lay)
+    width = gemms["expert_up"]["out_features"] / etp
+    fwd, bwd = rows * act_f * width, rows * act_b * width
+    if "shared_up" in gemms:
+        shared = gemms["shared_up"]["out_features"] * gemms["shared_up"]["count"] / lay.tp
+        fwd, bwd = fwd + lay.tokens * act_f * shared, bwd + lay.tokens * act_b * shared
+    return fwd + routed * (3 * k * h + h), bwd + routed * (2 * k * h + 2 * h)
 
 
 # ------------------------------------------------------------------ what the terms take
@@ -299,13 +329,14 @@ class Job:
     expert_tensor_parallel: int | None = None   # W1: Megatron-Core's ETP (None: = tp)
     moe_dispatcher: str = "alltoall"    # "alltoall": a copy per expert; "deepep": per node
     moe_comm_overlap: bool = False      # EP all-to-alls hidden under another micro-batch
+    moe_comm_sms: int = 0               # SMs the overlapped dispatch kernels hold (comm_sm_share)
 
     @classmethod
     def make(cls, cfg, *, gpu, seq, global_batch, dtype="bf16", gpus_per_node=8,
              attention="flash", overlap_grad_reduce=True, gradient_accumulation_fusion=True,
              pipeline_engine="megatron", node=None, first_stage_layers=None,
              last_stage_layers=None, expert_tensor_parallel=None, moe_dispatcher="alltoall",
-             moe_comm_overlap=False) -> "Job":
+             moe_comm_overlap=False, moe_comm_sms=None) -> "Job":
         up, out = links_for(gpu, node)
         expert = 0
         if cfg.is_moe:
@@ -316,7 +347,9 @@ class Job:
                    (up.alpha, up.beta * protocol_efficiency(up)),
                    (out.alpha, out.beta * protocol_efficiency(out)), cfg.num_params(), expert,
                    first_stage_layers, last_stage_layers, expert_tensor_parallel,
-                   moe_dispatcher, bool(moe_comm_overlap))
+                   moe_dispatcher, bool(moe_comm_overlap),
+                   default_comm_sms(moe_dispatcher, moe_comm_overlap) if moe_comm_sms is None
+                   else int(moe_comm_sms))
 
     @property
     def grad_bytes(self) -> int:
@@ -332,7 +365,7 @@ class Job:
 
 class Layouts(NamedTuple):
     """One float array per knob of :data:`COLUMNS`, one entry per candidate (``rc``:
-    recompute as 0 none, 1 selective, 2 full; ``sp``: sequence parallelism 0/1), and what
+    recompute as 0 none, 1 selective, 2 full, 3 selective-op; ``sp``: sequence parallelism 0/1), and what
     follows from them with the :class:`Job`: ``m`` micro-batches per step and ``tokens``
     per micro-batch on one GPU. Build it with :meth:`of`."""
 
@@ -385,6 +418,7 @@ class LayerCompute(NamedTuple):
     core_backward: np.ndarray
     logits: np.ndarray
     kinds: object = None
+    op_again: object = 0.0    # the matmuls op-level selective recompute re-runs (forward)
 
     @property
     def forward(self):
@@ -437,25 +471,89 @@ def layer_compute(job: Job, lay: Layouts) -> LayerCompute:
     core = sum(counts[w] * a[1] for w, a in attention.items()) / L
     core_bwd = sum(counts[w] * a[2] for w, a in attention.items()) / L
     logits = _matmul_time(lay.tokens, cfg.vocab / lay.tp, cfg.hidden, gpu=job.gpu)
-    return LayerCompute(linear, core, core_bwd, logits, LayerKinds(attention, mlp))
+    mm_lin = functools.partial(_matmul_time, gpu=job.gpu, dtype=job.dtype)
+    op = {}
+    for moe_ in mlp:       # one block's recomputed matmuls, its attention half and its MLP half
+        for g in _op_recomputed(cfg, cfg.dense_layers if moe_ else 0):
+            half = moe_ if g["name"] in _MLP_GEMMS or g["name"].startswith("shared") else "attention"
+            op[half] = op.get(half, 0.0) + _gemm_seconds(mm_lin, lay.tokens, g, lay.tp)
+    op["attention"] = op.get("attention", 0.0) / len(mlp)   # the same in every block
+    op_again = op["attention"] + sum((n_moe if m else L - n_moe) * op.get(m, 0.0) for m in mlp) / L
+    return LayerCompute(linear, core, core_bwd, logits, LayerKinds(attention, mlp, op), op_again)
+
+
+_MLP_GEMMS = ("gate", "up", "down", "router")
+
+
+def _op_matmuls(cfg, index):
+    """The ``aten.mm`` calls of block ``index``'s forward, in the order they run:
+    :func:`dtbook.flops.block_gemms` without the routed experts (a grouped GEMM, not an mm)."""
+    return [g for g in flops.block_gemms(cfg, index) if not g["name"].startswith("expert_")]
+
+
+def _op_recomputed(cfg, index):
+    """The matmuls torchtitan's op-level policy does not save (the second, fourth, ...): the
+    ones its backward runs again (:func:`dtbook.activations.alternate_matmul_saved_bytes`)."""
+    return _op_matmuls(cfg, index)[1::2]
+
+
+# DeepEP's kernels run on 20 SMs: Megatron-Core's moe_deepep_num_sms default (transformer_config
+# .py), DeepSeek-V3's own 20 of the H800's 132 (DeepSeek-V3 report, Sec. 3.2.2)
+DEEPEP_SMS = 20
+
+
+def default_comm_sms(moe_dispatcher, moe_comm_overlap):
+    """SMs the EP dispatch kernels hold while they overlap compute: :data:`DEEPEP_SMS` for
+    DeepEP overlapped, else 0 (not overlapped, they take nothing from compute; NCCL's
+    all-to-all overlapped is not costed)."""
+    return DEEPEP_SMS if moe_dispatcher == "deepep" and moe_comm_overlap else 0
+
+
+def comm_sm_share(job: Job, stage: Stage) -> Stage:
+    """The stage's compute when communication kernels hold ``job.moe_comm_sms`` of the GPU's
+    SMs throughout (DualPipe pairs every forward with a backward, so the dispatch runs beside
+    all of it; Megatron's 1F1B overlap leaves the warm-up and cool-down unpaired, for which
+    this is an upper bound): the GEMMs and the attention run on the rest, each stretched by
+    SMs / (SMs - comm SMs)."""
+    n = job.moe_comm_sms
+    if not n:
+        return stage
+    sms = hardware.matmul_ceiling(job.gpu, job.dtype).sms
+    f = sms / (sms - n)
+    m = stage.mean
+    mean = m._replace(linear=m.linear * f, core=m.core * f, core_backward=m.core_backward * f,
+                      logits=m.logits * f, op_again=m.op_again * f)
+    return stage._replace(forward=stage.forward * f, backward=stage.backward * f, mean=mean)
 
 
 def recompute(job: Job, lay: Layouts, layer: LayerCompute) -> Seconds:
-    """What recomputation re-runs in one layer's backward (Korthikanti et al. 2022): the
-    whole forward (``"full"``) or the attention core (``"selective"``)."""
-    again = np.where(lay.rc == 2, layer.forward, np.where(lay.rc == 1, layer.core, 0.0))
+    """What recomputation re-runs in one layer's backward: the whole forward (``"full"``),
+    the attention core (``"selective"``, Korthikanti et al. 2022), or every second matmul
+    of the block, the attention kernel's output being saved (``"selective-op"``,
+    :func:`_op_recomputed`)."""
+    again = np.select([lay.rc == 2, lay.rc == 1, lay.rc == 3],
+                      [layer.forward, layer.core, layer.op_again], 0.0)
     return Seconds(np.zeros_like(again), again)
 
 
 def elementwise(job: Job, lay: Layouts) -> Seconds:
     """One layer's memory-bound ops (:func:`elementwise_values`) at the measured HBM
-    bandwidth; full recompute runs the forward's again, selective the unfused softmax."""
+    bandwidth, an MoE block's MLP half from :func:`moe_elementwise_values` (the mean over the
+    model's blocks); full and op-level recompute run the forward's again (the op-level policy
+    saves no norm, activation or RoPE output), selective the unfused softmax."""
     s = job.seq / lay.cp
     fwd, bwd = elementwise_values(job.cfg, lay.tokens, s, lay.tp, lay.sp, job.attention)
+    if job.moe_layers:
+        attn_f, attn_b = elementwise_values(job.cfg, lay.tokens, s, lay.tp, lay.sp, job.attention,
+                                            mlp_activation=False)
+        moe_f, moe_b = moe_elementwise_values(job, lay)
+        share = job.moe_layers / job.cfg.layers
+        fwd = (1 - share) * fwd + share * (attn_f + moe_f)
+        bwd = (1 - share) * bwd + share * (attn_b + moe_b)
     scores = 0.0
     if job.attention != "flash":   # the forward's score-matrix ops, which selective re-runs
         scores = fwd - elementwise_values(job.cfg, lay.tokens, s, lay.tp, lay.sp, "flash")[0]
-    again = np.where(lay.rc == 2, fwd, np.where(lay.rc == 1, scores, 0.0))
+    again = np.where((lay.rc == 2) | (lay.rc == 3), fwd, np.where(lay.rc == 1, scores, 0.0))
     per_value = VALUE / job.hbm
     return Seconds(per_value * fwd, per_value * (bwd + again))
 
@@ -465,14 +563,16 @@ def elementwise(job: Job, lay: Layouts) -> Seconds:
 def tp_comm(job: Job, lay: Layouts) -> Seconds:
     """One layer's tensor-parallel all-reduces, not overlapped: :func:`dtbook.tensor_parallel.
     allreduces_per_layer` of them (forward 2, backward 2, and with full recompute the
-    forward's again), each a ring all-reduce of :func:`dtbook.tensor_parallel.activation_bytes`
+    forward's again; op-level recompute saves the reduce-scatters and re-runs the forward's
+    all-gathers, half its collectives with sequence parallelism, all of them without), each a ring all-reduce of :func:`dtbook.tensor_parallel.activation_bytes`
     over NVLink (at the busbw measured for its size where published) or the scale-out link."""
     n = tensor_parallel.activation_bytes(lay.mb, job.seq / lay.cp, job.cfg.hidden,
                                          bytes_per_element=VALUE)
     t = np.where(lay.tp <= job.gpus_per_node, _in_node_allreduce(n, lay.tp, job.up, *job.up_ab),
                  comm.allreduce_time(n, lay.tp, *job.out_ab))
     forward = tensor_parallel.allreduces_per_layer(backward=False)
-    backward = tensor_parallel.allreduces_per_layer() - forward + np.where(lay.rc == 2, forward, 0)
+    again = np.select([lay.rc == 2, lay.rc == 3], [forward, np.where(lay.sp == 1, forward / 2, forward)], 0)
+    backward = tensor_parallel.allreduces_per_layer() - forward + again
     on = lay.tp > 1
     return Seconds(np.where(on, forward * t, 0.0), np.where(on, backward * t, 0.0))
 
@@ -606,9 +706,23 @@ def pp_comm(job: Job, lay: Layouts):
 def params_per_gpu(job: Job, lay: Layouts):
     """Parameters on one GPU: the dense ones split over TP x PP, the experts over EP too
     (the embedding and the head counted in the mean over the stages)."""
-    expert = job.expert_params
-    etp = lay.tp if job.expert_tensor_parallel is None else job.expert_tensor_parallel
-    return (job.params - expert) / (lay.tp * lay.pp) + expert / (etp * lay.pp * lay.ep)
+    return (job.params - job.expert_params) / (lay.tp * lay.pp) + _expert_params_per_gpu(job, lay)
+
+
+def _expert_etp(job: Job, lay: Layouts):
+    return lay.tp if job.expert_tensor_parallel is None else job.expert_tensor_parallel
+
+
+def _expert_params_per_gpu(job: Job, lay: Layouts):
+    """The routed experts' parameters on one GPU: split over ETP x PP x EP."""
+    return job.expert_params / (_expert_etp(job, lay) * lay.pp * lay.ep)
+
+
+def expert_replicas(job: Job, lay: Layouts):
+    """Copies of each expert's weights, the expert-data-parallel group a ZeRO optimizer shards
+    its state over: the stage's tp x cp x dp GPUs over ETP x EP (``dp * cp / ep`` when the
+    experts split over TP; Megatron-Core's expert data-parallel group)."""
+    return lay.tp * lay.cp * lay.dp / (_expert_etp(job, lay) * lay.ep)
 
 
 def grad_accum(job: Job, lay: Layouts, params):
@@ -885,14 +999,18 @@ def state_memory(job: Job, lay: Layouts, params):
     gradients in a contiguous FP32 buffer beside BF16 parameters (18 bytes per parameter,
     6 + 12/d with the distributed optimizer), and with FP16 parameters FP16 gradients plus
     an FP32 copy of the main gradients held with the optimizer state (20, 4 + 16/d): the
-    README's "Distributed Optimizer" table (github.com/NVIDIA/Megatron-LM, README.md)."""
+    README's "Distributed Optimizer" table (github.com/NVIDIA/Megatron-LM, README.md). The
+    routed experts' share is sharded over their own copies only (:func:`expert_replicas`),
+    not over every replica of the dense weights."""
     widths = dict(grad_bytes=job.grad_bytes,
                   optimizer_bytes=8 + (MAIN_GRAD if job.grad_bytes < MAIN_GRAD else 0))
+    expert = _expert_params_per_gpu(job, lay)
     state = np.zeros(np.broadcast(params, lay.zero).shape)
     for stage in np.unique(lay.zero):
         stage = int(stage)
-        state = np.where(lay.zero == stage,
-                         memory.zero_state_bytes(params, lay.replicas, stage, **widths), state)
+        both = (memory.zero_state_bytes(params - expert, lay.replicas, stage, **widths)
+                + memory.zero_state_bytes(expert, expert_replicas(job, lay), stage, **widths))
+        state = np.where(lay.zero == stage, both, state)
     return state
 
 
@@ -909,6 +1027,23 @@ def _layer_activations(job: Job, lay: Layouts, recompute_mode):
             sequence_parallel=bool(flag), recompute=recompute_mode)
         out[flag] = sum(terms.values())
     return np.where(lay.sp == 1, out.get(1.0, 0.0), out.get(0.0, 0.0))
+
+
+def _op_saved_bytes(job: Job, lay: Layouts):
+    """What one block keeps under op-level selective recompute, per GPU
+    (:func:`dtbook.activations.alternate_matmul_saved_bytes`): the outputs of its first,
+    third, ... matmul (column-parallel ones split by TP; a row-parallel one's partial sums
+    whole), the attention kernel's output and log-sum-exp (split by TP) and the block's
+    input (split by TP under sequence parallelism). The first block's shapes stand for
+    every block, as :func:`_layer_activations` takes one layer for all."""
+    cfg, tp = job.cfg, lay.tp
+    widths = [g["out_features"] if g["name"] in _ROW_PARALLEL + _DUPLICATED
+              else g["out_features"] / tp for g in _op_matmuls(cfg, 0)]
+    value_dim = cfg.v_head_dim if cfg.is_mla else cfg.head_dim
+    return activations.alternate_matmul_saved_bytes(
+        lay.mb * job.seq / lay.cp, widths, block_input=cfg.hidden / np.where(lay.sp == 1, tp, 1),
+        attention_output=cfg.heads * value_dim / tp, attention_stats=cfg.heads / tp,
+        value_bytes=VALUE)
 
 
 def _in_flight(lay: Layouts, stage):
@@ -930,7 +1065,9 @@ def activation_memory(job: Job, lay: Layouts, stage: Stage):
     flight) and the last (the FP32 logits): each layer's :func:`dtbook.activations.
     activation_breakdown` times the layers of a model chunk times
     :func:`dtbook.pipeline_parallel.activations_in_flight`. Under full recompute a layer keeps
-    only its input, and one layer's whole activations exist while it is recomputed."""
+    only its input, and one layer's whole activations exist while it is recomputed; under
+    op-level recompute a layer keeps :func:`_op_saved_bytes`, and the rest of one layer's
+    exists while it is recomputed."""
     rc = lay.rc
     whole = _layer_activations(job, lay, "none")
     kept = whole
@@ -938,9 +1075,12 @@ def activation_memory(job: Job, lay: Layouts, stage: Stage):
         kept = np.where(rc == 1, _layer_activations(job, lay, "selective"), whole)
     if np.any(rc == 2):
         kept = np.where(rc == 2, _layer_activations(job, lay, "full"), kept)
+    if np.any(rc == 3):
+        kept = np.where(rc == 3, np.minimum(_op_saved_bytes(job, lay), whole), kept)
+    transient = np.select([rc == 2, rc == 3], [whole, whole - kept], 0.0)
 
     def held(ranks_in_flight, layers_per_chunk):
-        return ranks_in_flight * layers_per_chunk * kept + np.where(rc == 2, whole, 0.0)
+        return ranks_in_flight * layers_per_chunk * kept + transient
 
     logits = 4 * lay.tokens * job.cfg.vocab / lay.tp      # FP32 logits on the last stage
     pp, vpp = lay.pp, lay.vpp
@@ -988,10 +1128,13 @@ class LayerKinds(NamedTuple):
     """Compute of each kind of layer for one micro-batch on one GPU (seconds, forward):
     ``attention`` maps a window (``None``: full causal attention) to ``(linear, core,
     core_backward)`` of the attention half of a block, ``mlp`` maps ``False`` (a dense MLP)
-    and ``True`` (a mixture of experts) to the linear forward of the MLP half."""
+    and ``True`` (a mixture of experts) to the linear forward of the MLP half; ``op_again``
+    maps ``"attention"`` and each MLP kind to the forward of the matmuls op-level selective
+    recompute re-runs in that half (:func:`_op_recomputed`)."""
 
     attention: dict
     mlp: dict
+    op_again: dict = None
 
 
 @functools.lru_cache(maxsize=64)
@@ -1204,8 +1347,10 @@ def slowest_stage(job: Job, lay: Layouts, layer: LayerCompute) -> Stage:
     lin_k = [a[0] for a in attn] + [kinds.mlp[m] for m in _mlp_kinds(cfg)]
     core_k = [a[1] for a in attn] + [0.0] * len(_mlp_kinds(cfg))
     cbwd_k = [a[2] for a in attn] + [0.0] * len(_mlp_kinds(cfg))
-    F, B, LIN, CORE, CBWD = (np.stack([np.broadcast_to(x, n) for x in v])
-                             for v in (fwd_k, bwd_k, lin_k, core_k, cbwd_k))
+    op = kinds.op_again or {}
+    op_k = [op.get("attention", 0.0)] * len(attn) + [op.get(m, 0.0) for m in _mlp_kinds(cfg)]
+    F, B, LIN, CORE, CBWD, OP = (np.stack([np.broadcast_to(x, n) for x in v])
+                                 for v in (fwd_k, bwd_k, lin_k, core_k, cbwd_k, op_k))
     logits = np.broadcast_to(layer.logits, n)
     extra_f = logits
     if getattr(cfg, "mtp_layers", 0):
@@ -1239,7 +1384,7 @@ def slowest_stage(job: Job, lay: Layouts, layer: LayerCompute) -> Stage:
             last_rank[u, r], valid[u, r] = is_last, True
     ends = np.array([[max(pr[1] for pr in t), next(pr[1] for pr in t if pr[4]),
                       next(pr[1] for pr in t if pr[3])] for t in tables])[inv]
-    F, B, LIN, CORE, CBWD = (x.reshape(K, -1) for x in (F, B, LIN, CORE, CBWD))
+    F, B, LIN, CORE, CBWD, OP = (x.reshape(K, -1) for x in (F, B, LIN, CORE, CBWD, OP))
     extra_f, logits_flat, a2a = extra_f.reshape(-1), logits.reshape(-1), a2a.reshape(-1)
     def dot(c, x):              # sum over the kinds of count times seconds, per candidate
         return sum(c[k] * x[k] for k in range(K))
@@ -1269,8 +1414,9 @@ def slowest_stage(job: Job, lay: Layouts, layer: LayerCompute) -> Stage:
                lin=(dot(c, LIN) / span).reshape(n),
                core=(dot(c, CORE) / span).reshape(n),
                cbwd=(dot(c, CBWD) / span).reshape(n),
+               op=(dot(c, OP) / span).reshape(n),
                busiest=ends[:, 0].reshape(n), last=ends[:, 1].reshape(n),
                first=ends[:, 2].reshape(n))
-    mean = LayerCompute(out["lin"], out["core"], out["cbwd"], logits)
+    mean = LayerCompute(out["lin"], out["core"], out["cbwd"], logits, op_again=out["op"])
     return Stage(out["layers"], out["busiest"], out["last"], out["fwd"], out["bwd"],
                  out["first"], out["moe"], mean)
