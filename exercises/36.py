@@ -15,6 +15,9 @@ def _expert_params(cfg):
 _MX7 = models.get("mixtral-8x7b")
 _E7 = _expert_params(_MX7)                         # one expert, all layers: ≈ 5.6B
 _SHARED7 = _MX7.num_params() - _MX7.experts * _E7  # attention, router, norms, embeddings
+_MX22 = models.get("mixtral-8x22b")
+_E22 = _expert_params(_MX22)                       # ≈ 16.9B, not the 22B of the name
+_MEM22 = tuple(2 * _E22 / tp + _ADAM_BYTES * _E22 / (tp * dp) for tp, dp in ((4, 2), (8, 1)))
 
 
 @exercise(
@@ -65,7 +68,8 @@ def _():
                "top-2 MoE spends twice the FFN FLOPs per token (its own derivation, "
                "F_MoE = k·F_FFN), so it trains on half the tokens, 0.5×. The share (12.5 %) "
                "and 20·12.9B·2.5 ≈ 645B tokens stand. Its 'total params: 8 × 7B + shared = "
-               "46.7B' cannot hold (8 × 7B alone is 56B): one expert's MLPs over the "
+               "46.7B' cannot hold (8 × 7B alone is "
+               f"{8 * 7}B): one expert's MLPs over the "
                f"{_MX7.layers} layers are {_E7 / 1e9:.1f}B, eight of them {8 * _E7 / 1e9:.1f}B, "
                f"and the shared attention, embeddings and norms {_SHARED7 / 1e9:.1f}B."),
 )
@@ -89,15 +93,17 @@ def _():
     book_answer=(44, 38.5),
     book_note=("The original edition takes each expert to hold 22B parameters (44 GB in bf16, "
                "264 GB of Adam states) and prints 11 + 33 = 44 GB for TP = 4, DP = 2 and "
-               "5.5 + 33 = 38.5 GB for TP = 8, DP = 1. Eight 22B experts would be 176B, more "
-               "than the model's 141B: the '22B' of the name counts the shared attention and "
-               "embeddings with each expert. One expert is 56·3·6144·16384 ≈ 16.9B parameters, "
-               "so its own accounting gives ≈ 33.8 GB and ≈ 29.6 GB (still without gradients, "
-               "the 5.3B shared parameters and activations, which the planner adds)."),
+               "5.5 + 33 = 38.5 GB for TP = 8, DP = 1. Eight 22B experts would be "
+               f"{8 * 22}B, more than the model's {_MX22.num_params() / 1e9:.0f}B: the '22B' of "
+               "the name counts the shared attention and embeddings with each expert. One expert "
+               f"is {_MX22.layers}·3·{_MX22.hidden}·{_MX22.moe_ffn_hidden} ≈ {_E22 / 1e9:.1f}B "
+               f"parameters, so its own accounting gives ≈ {_MEM22[0] / 1e9:.1f} GB and "
+               f"≈ {_MEM22[1] / 1e9:.1f} GB (still without gradients, the "
+               f"{(_MX22.num_params() - _MX22.experts * _E22) / 1e9:.1f}B shared parameters and "
+               "activations, which the planner adds)."),
 )
 def _():
-    e = _expert_params(models.get("mixtral-8x22b"))
-    return tuple(2 * e / tp + _ADAM_BYTES * e / (tp * dp) for tp, dp in ((4, 2), (8, 1)))
+    return _MEM22
 
 
 @exercise(

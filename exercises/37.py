@@ -10,7 +10,6 @@ from dtbook.units import day, hour, minute
 H100 = hardware.get("h100-sxm")
 F = H100.peak("bf16")
 THREE = ("llama3-405b", "deepseek-v3", "mixtral-8x22b")
-_GPT3 = models.get("gpt3-175b")
 _DS, _MX = models.get("deepseek-v3"), models.get("mixtral-8x22b")
 
 
@@ -28,10 +27,7 @@ _DS, _MX = models.get("deepseek-v3"), models.get("mixtral-8x22b")
     book_note=("The original edition divides 2.8 TB by 80 GB and asks for at least 35 GPUs. An "
                "H100's 80 GB is 80 GiB, 85.9 × 10⁹ bytes, so 33 GPUs hold 2.8 TB; 35 is the "
                "count for 80 × 10⁹-byte devices. Neither leaves room for activations, which "
-               "is why the layout spreads the model over 64 GPUs per replica. Its hint then "
-               "splits '64 layers' over the 8 pipeline stages; GPT-3 175B, the model of this "
-               f"size the original edition lays out elsewhere, has {_GPT3.layers} layers, "
-               f"{_GPT3.layers // 8} a stage."),
+               "is why the layout spreads the model over 64 GPUs per replica."),
 )
 def _():
     states = memory.model_state_bytes(175e9)
@@ -140,8 +136,9 @@ def _():
     book_answer=("810 GB", "1.34 TB", "352 GB"),
     book_note=("The original edition gives Mixtral 8x22B 352 GB, reading the name as 8 experts "
                "of 22B, 176B in all. The experts share attention, embeddings and norms: only the "
-               "MLPs are replicated, and the model has 141B parameters (Mistral's own figure), "
-               "281 GB in BF16."),
+               "MLPs are replicated, and the model has "
+               f"{_MX.num_params() / 1e9:.0f}B parameters (Mistral's own figure), "
+               f"{2 * _MX.num_params() / 1e9:.0f} GB in BF16."),
 )
 def _():
     return tuple(2 * models.get(name).num_params() for name in THREE)
@@ -156,9 +153,11 @@ def _():
     hint="An MoE token passes through the shared layers and k of the E experts.",
     book_answer=("810 GFLOP", None, "88 GFLOP"),
     book_note=("The original edition counts Mixtral 8x22B at 2 × 44B, two whole 22B models per "
-               "token. Its top-2 routing runs two experts' MLPs but one attention: 39B active "
-               "parameters (Mistral's figure), 78 GFLOP per token. DeepSeek-V3's '2 × 37B' is "
-               "the rounded 37.6B. Its verdict that Mixtral is the most efficient for inference "
+               "token. Its top-2 routing runs two experts' MLPs but one attention: "
+               f"{_MX.num_active_params() / 1e9:.0f}B active parameters (Mistral's figure), "
+               f"{flops.forward_flops(_MX.num_active_params(), 1) / 1e9:.0f} GFLOP per token. "
+               f"DeepSeek-V3's '2 × 37B' is the rounded {_DS.num_active_params() / 1e9:.1f}B. "
+               "Its verdict that Mixtral is the most efficient for inference "
                "because it has the smallest active parameters contradicts its own (b): 37B "
                "active for DeepSeek-V3 against 44B for Mixtral (as counted here "
                f"{_DS.num_active_params() / 1e9:.1f}B and {_MX.num_active_params() / 1e9:.1f}B). "

@@ -77,6 +77,8 @@ def _baselines():
     x = np.array([1e6, 1e7, 1e8, 1e9, 1e10])
     return {
         "investigation.bisection_steps": dict(good=8, bad=64),
+        "activations.alternate_matmul_saved_bytes": dict(tokens=4096, matmul_widths=[4096, 1024, 1024],
+                                                         block_input=4096, attention_output=4096),
         "speculative.acceptance_rate": dict(target=np.array([0.5, 0.3, 0.2]),
                                             draft=np.array([0.2, 0.2, 0.6])),
         "speculative.accepted_distribution": dict(target=np.array([0.5, 0.3, 0.2]),

@@ -153,8 +153,14 @@ def test_overlapped_deepep_computes_on_the_sms_its_kernels_leave():
     assert "moe_comm_sms" not in free.config
     assert default.breakdown["compute"] / free.breakdown["compute"] == pytest.approx(
         sms / (sms - 20))
+    # the matmuls op-level recompute runs again share the SMs too
+    op = {n: plan.estimate("deepseek-v3", recompute="selective-op", moe_comm_sms=n, **kw)
+          for n in (None, 0)}
+    assert op[None].breakdown["recompute"] / op[0].breakdown["recompute"] == pytest.approx(
+        sms / (sms - 20))
     # not overlapped, the kernels take nothing from compute: no default, and no setting
-    assert "moe_comm_sms" not in plan.estimate("deepseek-v3", **{**kw, "moe_comm_overlap": False}).config
+    apart = plan.estimate("deepseek-v3", **{**kw, "moe_comm_overlap": False})
+    assert "moe_comm_sms" not in apart.config
 
 
 @pytest.mark.parametrize("sms, overlap, word", [(132, True, "132 SMs"), (-1, True, ">= 0"),
@@ -165,3 +171,5 @@ def test_bad_comm_sms_are_named(sms, overlap, word):
               seq=4096, zero=2, dtype="fp8", moe_dispatcher="deepep")
     with pytest.raises(ValueError, match=word):
         plan.estimate("deepseek-v3", moe_comm_sms=sms, moe_comm_overlap=overlap, **kw)
+    with pytest.raises(ValueError, match=word):     # the search (dtbook plan without --dp) too
+        plan.search("deepseek-v3", moe_comm_sms=sms, moe_comm_overlap=overlap, **kw)

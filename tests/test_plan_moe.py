@@ -334,7 +334,23 @@ def test_moe_elementwise_runs_over_the_routed_rows_and_the_permutation(model):
     assert bwd[0] == pytest.approx(T * (act_b * width + 2 * k * h + 2 * h))
     # the block's mean: attention-half ops of every block, the MLP half by its kind
     dense_f, _ = terms.elementwise_values(cfg, lay.tokens, 4096, lay.tp, lay.sp)
-    attn_f, _ = terms.elementwise_values(cfg, lay.tokens, 4096, lay.tp, lay.sp, mlp_activation=False)
+    attn_f, _ = terms.elementwise_values(cfg, lay.tokens, 4096, lay.tp, lay.sp,
+                                         mlp_activation=False)
     share = job.moe_layers / cfg.layers
     want = (1 - share) * dense_f + share * (attn_f + fwd)
     assert terms.elementwise(job, lay).forward[0] == pytest.approx(want[0] * 2 / job.hbm)
+
+
+def test_selective_reruns_only_the_score_ops_in_an_moe_model():
+    """With unfused attention, selective recompute re-runs the softmax and dropout over the
+    scores, the same ops in a dense block and an MoE one: what a dense model of the same
+    attention re-runs, whatever the MoE block's MLP half costs."""
+    rows = [(1, 1, 8, 1, 1, 1, 1, 1, rc, 0) for rc in ("none", "selective")]
+    again = {}
+    for model in ("mixtral-8x7b", "mistral-7b"):          # the same attention, MoE and dense
+        _, job, lay, _ = _setup(model, rows, gpu="h100-sxm", seq=4096, global_batch=64,
+                                attention="unfused")
+        bwd = terms.elementwise(job, lay).backward
+        again[model] = bwd[1] - bwd[0]
+    assert again["mixtral-8x7b"] > 0
+    assert again["mixtral-8x7b"] == pytest.approx(again["mistral-7b"])

@@ -125,3 +125,19 @@ def test_bad_widths_are_named():
         activations.alternate_matmul_saved_bytes(8, [], block_input=4, attention_output=4)
     with pytest.raises(ValueError, match=r"matmul_widths\[1\]"):
         activations.alternate_matmul_saved_bytes(8, [4, -1], block_input=4, attention_output=4)
+
+
+@pytest.mark.parametrize("sp", [True, False])
+def test_op_recompute_reruns_the_all_gathers_and_every_elementwise_op(sp):
+    """torchtitan's policy saves the reduce-scatters (sequence parallelism) but no all-reduce
+    and no norm, activation or RoPE output: against full recompute, half the re-run TP
+    collectives with SP, all of them without, and the same memory-bound ops again."""
+    kw = dict(model="llama3-70b", gpus=64, gpu="h100-sxm", tp=8, pp=1, dp=8, global_batch=64,
+              seq=8192, zero=1, sequence_parallel=sp)
+    b = {rc: plan.estimate(recompute=rc, **kw).breakdown for rc in ("none", "full", "selective-op")}
+    extra = {rc: {k: b[rc][k] - b["none"][k] for k in ("tp_comm", "elementwise")}
+             for rc in ("full", "selective-op")}
+    assert extra["full"]["tp_comm"] > 0
+    assert extra["selective-op"]["tp_comm"] == pytest.approx(
+        extra["full"]["tp_comm"] / (2 if sp else 1))
+    assert extra["selective-op"]["elementwise"] == pytest.approx(extra["full"]["elementwise"])

@@ -128,7 +128,20 @@ def test_elementwise_is_every_ops_values_at_the_measured_bandwidth(case):
                                             job.attention)
         flash_fwd, _ = terms.elementwise_values(cfg, T, _seq(job, c), c["tp"],
                                                 c["sequence_parallel"])
-        again = {"none": 0.0, "selective": fwd - flash_fwd, "full": fwd}[c["recompute"]]
+        scores = fwd - flash_fwd       # the unfused softmax's ops, which selective re-runs
+        if cfg.is_moe:   # an MoE block: its experts' activation over k routed copies of each
+            # token (the busiest rank's load), Megatron-Core's permute and unpermute (3k·h + h
+            # values forward, 2k·h + 2h backward), the attention half's ops as a dense block's
+            attn_f, attn_b = terms.elementwise_values(cfg, T, _seq(job, c), c["tp"],
+                                                      c["sequence_parallel"], job.attention,
+                                                      mlp_activation=False)
+            k, h, f = cfg.experts_per_token, cfg.hidden, cfg.moe_ffn_hidden / c["tp"]
+            rows = T * k * terms.expert_load_factor(job, lay)[i]
+            moe_f = attn_f + 3 * rows * f + T * (3 * k * h + h)
+            moe_b = attn_b + 5 * rows * f + T * (2 * k * h + 2 * h)
+            share = (cfg.layers - cfg.dense_layers) / cfg.layers
+            fwd, bwd = (1 - share) * fwd + share * moe_f, (1 - share) * bwd + share * moe_b
+        again = {"none": 0.0, "selective": scores, "full": fwd}[c["recompute"]]
         assert ew.forward[i] == pytest.approx(2 * fwd / triad)
         assert ew.backward[i] == pytest.approx(2 * (bwd + again) / triad)
 
@@ -288,8 +301,15 @@ def test_state_memory_is_chapter_20s_zero_state(case):
     widths = (dict(grad_bytes=2, optimizer_bytes=12) if job.dtype == "fp16"
               else dict(grad_bytes=4))
     for i, c in enumerate(configs):
+        # an expert's weights live on dp·cp/ep GPUs of the stage, and only those share its state
+        experts = 0.0
+        if cfg.is_moe:
+            experts = ((cfg.layers - cfg.dense_layers) * cfg.experts
+                       * cfg.mlp_params(cfg.moe_ffn_hidden) / (c["tp"] * c["pp"] * c["ep"]))
+        reps = c["dp"] * c["cp"]
         assert state[i] == pytest.approx(
-            memory.zero_state_bytes(_params(cfg, c), c["dp"] * c["cp"], c["zero"], **widths))
+            memory.zero_state_bytes(_params(cfg, c) - experts, reps, c["zero"], **widths)
+            + memory.zero_state_bytes(experts, reps / c["ep"], c["zero"], **widths))
 
 
 def test_activation_memory_is_chapter_06s_breakdown_times_chapter_16s_in_flight(case):

@@ -71,7 +71,7 @@ def evaluate(cfg, *, gpus, gpu, seq, global_batch, dtype, gpus_per_node, cols, a
     lay = terms.Layouts.of(cols, job)
     layer = terms.layer_compute(job, lay)          # one layer, one micro-batch, one GPU
     stage = terms.slowest_stage(job, lay, layer)   # its layers; compute with the logits
-    stage = terms.comm_sm_share(job, stage)        # on fewer SMs beside overlapped dispatch
+    stage = terms.stage_on_free_sms(job, stage)    # on fewer SMs beside overlapped dispatch
     params = terms.params_per_gpu(job, lay)
 
     # each layer's exposed extra work, split into its forward and backward share
@@ -268,7 +268,7 @@ def estimate(model, *, gpus, gpu="h100-sxm", tp, pp, dp, cp=1, ep=1, vpp=1, micr
     ``moe_comm_overlap``: the EP all-to-alls run under another micro-batch's compute
     (Megatron-Core's ``overlap_moe_expert_parallel_comm``, DeepSeek's DualPipe; terms.ep_comm);
     ``moe_comm_sms``: the SMs the overlapped dispatch kernels hold, the compute running on the
-    rest (terms.comm_sm_share); ``None`` (default) is DeepEP's 20 with ``"deepep"`` and the
+    rest (terms.stage_on_free_sms); ``None`` (default) is DeepEP's 20 with ``"deepep"`` and the
     overlap, else 0 (Megatron-Core's ``moe_deepep_num_sms``)."""
     cfg = resolve_model(model)
     if moe_dispatcher not in MOE_DISPATCHERS:

@@ -43,12 +43,12 @@ import numpy as np
 
 from .. import hardware
 from . import terms
-from .model import (ATTENTION, MOE_DISPATCHERS, RECOMPUTE, _check_engine, _whole, Estimate,
-                    estimate, evaluate, links_for, resolve_model)
+from .model import (ATTENTION, MOE_DISPATCHERS, RECOMPUTE, _check_comm_sms, _check_engine, _whole,
+                    Estimate, estimate, evaluate, links_for, resolve_model)
 
 __all__ = ["configurations", "funnel", "search", "listed_bound", "SPACE", "GPUS_MAX"]
 
-# the search tries Megatron's three recompute modes; torchtitan's "selective-op" is there to be fixed
+# the search tries Megatron's three recompute modes; torchtitan's "selective-op" is for fixing
 SPACE = dict(zero=(0, 1, 2, 3), recompute=RECOMPUTE[:3], micro_batch=(1, 2, 4, 8), vpp=(1, 2, 3, 4))
 _KEYS = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "zero", "recompute", "sequence_parallel")
 GPUS_MAX = 2 ** 53      # float64 holds every whole number up to here exactly
@@ -359,6 +359,8 @@ def _run(model, gpus, global_batch, seq, gpu, fixed):
     if knobs.get("moe_dispatcher", "alltoall") not in MOE_DISPATCHERS:
         raise ValueError(f"moe_dispatcher must be one of {MOE_DISPATCHERS}, "
                          f"got {knobs['moe_dispatcher']!r}")
+    _check_comm_sms(knobs.get("moe_comm_sms"), knobs.get("moe_dispatcher", "alltoall"),
+                    knobs.get("moe_comm_overlap", False), gpu, dtype)
     replicas = knobs.get("hsdp_replicas", 1)
     # the engine's own arguments, named when bad (a layout's divisibility is a filter below)
     terms.check_data_parallel(knobs.get("data_parallel_engine", "megatron"), replicas,

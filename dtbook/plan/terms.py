@@ -67,8 +67,9 @@ module; :func:`slowest_stage`) spends, per layer:
   rest on the NIC at once; with ``moe_dispatcher="deepep"`` a token crosses the network once
   per destination node (:func:`_per_node_dispatch_time`), and with ``moe_comm_overlap`` only
   the all-to-alls' excess over a layer's compute is exposed (DeepSeek's DualPipe, Megatron's
-  ``--overlap-moe-expert-parallel-comm``). No token permutation traffic is modelled, nor the
-  SMs the communication kernels take from the GEMMs while they overlap.
+  ``--overlap-moe-expert-parallel-comm``), the GEMMs then running on the SMs the dispatch
+  kernels leave (:func:`stage_on_free_sms`). The token permutation around the dispatch is
+  memory-bound work (:func:`moe_elementwise_values`).
 
 And per micro-batch:
 
@@ -161,7 +162,8 @@ from .. import (activations, comm, data_parallel, flops, hardware, memory, moe, 
 from .gemm import _matmul_time
 
 __all__ = ["COLUMNS", "Job", "Layouts", "Seconds", "LayerCompute", "Stage", "layer_compute",
-           "slowest_stage", "expert_replicas", "comm_sm_share", "default_comm_sms", "DEEPEP_SMS", "recompute", "elementwise", "tp_comm", "cp_comm", "ep_comm",
+           "slowest_stage", "expert_replicas", "stage_on_free_sms", "default_comm_sms",
+           "DEEPEP_SMS", "recompute", "elementwise", "tp_comm", "cp_comm", "ep_comm",
            "pp_comm", "grad_accum", "pipeline", "params_per_gpu", "dp_comm", "zero3_comm",
            "optimizer", "state_memory", "activation_memory", "model_flops", "links_for",
            "protocol_efficiency", "elementwise_values", "moe_elementwise_values",
@@ -329,7 +331,7 @@ class Job:
     expert_tensor_parallel: int | None = None   # W1: Megatron-Core's ETP (None: = tp)
     moe_dispatcher: str = "alltoall"    # "alltoall": a copy per expert; "deepep": per node
     moe_comm_overlap: bool = False      # EP all-to-alls hidden under another micro-batch
-    moe_comm_sms: int = 0               # SMs the overlapped dispatch kernels hold (comm_sm_share)
+    moe_comm_sms: int = 0               # SMs the overlapped dispatch kernels hold
 
     @classmethod
     def make(cls, cfg, *, gpu, seq, global_batch, dtype="bf16", gpus_per_node=8,
@@ -365,9 +367,9 @@ class Job:
 
 class Layouts(NamedTuple):
     """One float array per knob of :data:`COLUMNS`, one entry per candidate (``rc``:
-    recompute as 0 none, 1 selective, 2 full, 3 selective-op; ``sp``: sequence parallelism 0/1), and what
-    follows from them with the :class:`Job`: ``m`` micro-batches per step and ``tokens``
-    per micro-batch on one GPU. Build it with :meth:`of`."""
+    recompute as 0 none, 1 selective, 2 full, 3 selective-op; ``sp``: sequence parallelism
+    0/1), and what follows from them with the :class:`Job`: ``m`` micro-batches per step and
+    ``tokens`` per micro-batch on one GPU. Build it with :meth:`of`."""
 
     tp: np.ndarray
     pp: np.ndarray
@@ -411,14 +413,15 @@ class LayerCompute(NamedTuple):
     """Compute of one layer for one micro-batch on one GPU (seconds): its linear GEMMs
     (``linear``, forward), the attention core forward and backward (``core``,
     ``core_backward``), and the logits GEMM forward (``logits``); ``kinds``, each kind of
-    layer apart (:class:`LayerKinds`)."""
+    layer apart (:class:`LayerKinds`); ``op_again``, the forward of the matmuls op-level
+    selective recompute re-runs (:func:`_op_recomputed`)."""
 
     linear: np.ndarray
     core: np.ndarray
     core_backward: np.ndarray
     logits: np.ndarray
     kinds: object = None
-    op_again: object = 0.0    # the matmuls op-level selective recompute re-runs (forward)
+    op_again: object = 0.0
 
     @property
     def forward(self):
@@ -473,9 +476,11 @@ def layer_compute(job: Job, lay: Layouts) -> LayerCompute:
     logits = _matmul_time(lay.tokens, cfg.vocab / lay.tp, cfg.hidden, gpu=job.gpu)
     mm_lin = functools.partial(_matmul_time, gpu=job.gpu, dtype=job.dtype)
     op = {}
-    for moe_ in mlp:       # one block's recomputed matmuls, its attention half and its MLP half
+    for moe_ in mlp if np.any(lay.rc == 3) else ():   # only where op-level recompute is asked
+        # one block's recomputed matmuls, its attention half and its MLP half
         for g in _op_recomputed(cfg, cfg.dense_layers if moe_ else 0):
-            half = moe_ if g["name"] in _MLP_GEMMS or g["name"].startswith("shared") else "attention"
+            mlp_half = g["name"] in _MLP_GEMMS or g["name"].startswith("shared")
+            half = moe_ if mlp_half else "attention"
             op[half] = op.get(half, 0.0) + _gemm_seconds(mm_lin, lay.tokens, g, lay.tp)
     op["attention"] = op.get("attention", 0.0) / len(mlp)   # the same in every block
     op_again = op["attention"] + sum((n_moe if m else L - n_moe) * op.get(m, 0.0) for m in mlp) / L
@@ -509,7 +514,7 @@ def default_comm_sms(moe_dispatcher, moe_comm_overlap):
     return DEEPEP_SMS if moe_dispatcher == "deepep" and moe_comm_overlap else 0
 
 
-def comm_sm_share(job: Job, stage: Stage) -> Stage:
+def stage_on_free_sms(job: Job, stage: Stage) -> Stage:
     """The stage's compute when communication kernels hold ``job.moe_comm_sms`` of the GPU's
     SMs throughout (DualPipe pairs every forward with a backward, so the dispatch runs beside
     all of it; Megatron's 1F1B overlap leaves the warm-up and cool-down unpaired, for which
@@ -543,6 +548,9 @@ def elementwise(job: Job, lay: Layouts) -> Seconds:
     saves no norm, activation or RoPE output), selective the unfused softmax."""
     s = job.seq / lay.cp
     fwd, bwd = elementwise_values(job.cfg, lay.tokens, s, lay.tp, lay.sp, job.attention)
+    scores = 0.0
+    if job.attention != "flash":   # the score-matrix ops (every block's): selective re-runs them
+        scores = fwd - elementwise_values(job.cfg, lay.tokens, s, lay.tp, lay.sp, "flash")[0]
     if job.moe_layers:
         attn_f, attn_b = elementwise_values(job.cfg, lay.tokens, s, lay.tp, lay.sp, job.attention,
                                             mlp_activation=False)
@@ -550,9 +558,6 @@ def elementwise(job: Job, lay: Layouts) -> Seconds:
         share = job.moe_layers / job.cfg.layers
         fwd = (1 - share) * fwd + share * (attn_f + moe_f)
         bwd = (1 - share) * bwd + share * (attn_b + moe_b)
-    scores = 0.0
-    if job.attention != "flash":   # the forward's score-matrix ops, which selective re-runs
-        scores = fwd - elementwise_values(job.cfg, lay.tokens, s, lay.tp, lay.sp, "flash")[0]
     again = np.where((lay.rc == 2) | (lay.rc == 3), fwd, np.where(lay.rc == 1, scores, 0.0))
     per_value = VALUE / job.hbm
     return Seconds(per_value * fwd, per_value * (bwd + again))
@@ -564,14 +569,16 @@ def tp_comm(job: Job, lay: Layouts) -> Seconds:
     """One layer's tensor-parallel all-reduces, not overlapped: :func:`dtbook.tensor_parallel.
     allreduces_per_layer` of them (forward 2, backward 2, and with full recompute the
     forward's again; op-level recompute saves the reduce-scatters and re-runs the forward's
-    all-gathers, half its collectives with sequence parallelism, all of them without), each a ring all-reduce of :func:`dtbook.tensor_parallel.activation_bytes`
-    over NVLink (at the busbw measured for its size where published) or the scale-out link."""
+    all-gathers, half its collectives with sequence parallelism, all of them without), each
+    a ring all-reduce of :func:`dtbook.tensor_parallel.activation_bytes` over NVLink (at the
+    busbw measured for its size where published) or the scale-out link."""
     n = tensor_parallel.activation_bytes(lay.mb, job.seq / lay.cp, job.cfg.hidden,
                                          bytes_per_element=VALUE)
     t = np.where(lay.tp <= job.gpus_per_node, _in_node_allreduce(n, lay.tp, job.up, *job.up_ab),
                  comm.allreduce_time(n, lay.tp, *job.out_ab))
     forward = tensor_parallel.allreduces_per_layer(backward=False)
-    again = np.select([lay.rc == 2, lay.rc == 3], [forward, np.where(lay.sp == 1, forward / 2, forward)], 0)
+    op_level = np.where(lay.sp == 1, forward / 2, forward)
+    again = np.select([lay.rc == 2, lay.rc == 3], [forward, op_level], 0)
     backward = tensor_parallel.allreduces_per_layer() - forward + again
     on = lay.tp > 1
     return Seconds(np.where(on, forward * t, 0.0), np.where(on, backward * t, 0.0))
@@ -710,7 +717,8 @@ def params_per_gpu(job: Job, lay: Layouts):
 
 
 def _expert_etp(job: Job, lay: Layouts):
-    return lay.tp if job.expert_tensor_parallel is None else job.expert_tensor_parallel
+    """The expert-tensor-parallel size (:func:`_expert_layout`'s first)."""
+    return _expert_layout(job, lay)[0]
 
 
 def _expert_params_per_gpu(job: Job, lay: Layouts):
@@ -822,9 +830,9 @@ def zero3_comm(job: Job, lay: Layouts, params, compute):
 # and one write per op, :func:`elementwise`), which compiled blocks reach and eager PyTorch
 # (several kernels per RMSNorm in FP32) does not, so eager runs are not predicted; the
 # copy-in/copy-out kernels around each collective; torchao's float8 casts (amax and scaling
-# kernels; the float8 GEMMs themselves run at the FP8 ceiling, ``dtype="fp8"``); torchtitan's
+# kernels; the float8 GEMMs themselves run at the FP8 ceiling, ``dtype="fp8"``). torchtitan's
 # op-level selective recompute (every second matmul recomputed, the attention output kept)
-# is timed as the planner's ``"selective"`` (the attention core recomputed).
+# is ``recompute="selective-op"`` (:func:`recompute`).
 
 DATA_PARALLEL_ENGINES = ("megatron", "fsdp2")
 __all__ += ["DATA_PARALLEL_ENGINES", "fsdp2_units", "fsdp2_comm", "fsdp2_collectives",
@@ -1004,12 +1012,14 @@ def state_memory(job: Job, lay: Layouts, params):
     not over every replica of the dense weights."""
     widths = dict(grad_bytes=job.grad_bytes,
                   optimizer_bytes=8 + (MAIN_GRAD if job.grad_bytes < MAIN_GRAD else 0))
-    expert = _expert_params_per_gpu(job, lay)
+    expert = _expert_params_per_gpu(job, lay) if job.expert_params else 0.0
     state = np.zeros(np.broadcast(params, lay.zero).shape)
     for stage in np.unique(lay.zero):
         stage = int(stage)
-        both = (memory.zero_state_bytes(params - expert, lay.replicas, stage, **widths)
-                + memory.zero_state_bytes(expert, expert_replicas(job, lay), stage, **widths))
+        both = memory.zero_state_bytes(params - expert, lay.replicas, stage, **widths)
+        if job.expert_params:       # a dense model skips the second pass (search time)
+            both = both + memory.zero_state_bytes(expert, expert_replicas(job, lay), stage,
+                                                  **widths)
         state = np.where(lay.zero == stage, both, state)
     return state
 
