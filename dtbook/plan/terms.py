@@ -24,7 +24,9 @@ module; :func:`slowest_stage`) spends, per layer:
   scores); with ``attention="unfused"`` every product as two batched GEMMs (the score matrix
   is materialised and masked afterwards, as in Megatron-LM before FlashAttention, 2021-22).
   With ``dtype="fp8"`` the layers' linear GEMMs run at the measured FP8 ceiling (Transformer
-  Engine's FP8 linears); the attention core and the logits stay BF16;
+  Engine's FP8 linears), their inputs and output gradients cast and transposed in memory-bound
+  kernels (:func:`fp8_cast_bytes`, in the elementwise term); the attention core and the
+  logits stay BF16;
 * **recompute** (:func:`recompute`): ``"full"`` one more forward of the layers,
   ``"selective"`` one more forward of the attention core (Korthikanti et al. 2022),
   ``"selective-op"`` one more forward of every second matmul (torchtitan's op-level policy);
@@ -166,7 +168,7 @@ __all__ = ["COLUMNS", "Job", "Layouts", "Seconds", "LayerCompute", "Stage", "lay
            "DEEPEP_SMS", "recompute", "elementwise", "tp_comm", "cp_comm", "ep_comm",
            "pp_comm", "grad_accum", "pipeline", "params_per_gpu", "dp_comm", "zero3_comm",
            "optimizer", "state_memory", "activation_memory", "model_flops", "links_for",
-           "protocol_efficiency", "elementwise_values", "moe_elementwise_values",
+           "protocol_efficiency", "elementwise_values", "moe_elementwise_values", "fp8_cast_bytes",
            # W1: layer kinds (MoE, attention variants), uneven pipeline splits
            "LayerKinds", "attention_compute", "mlp_compute", "expert_load_factor", "splits",
            # W3: what the framework takes beside the model
@@ -560,7 +562,60 @@ def elementwise(job: Job, lay: Layouts) -> Seconds:
         bwd = (1 - share) * bwd + share * (attn_b + moe_b)
     again = np.where((lay.rc == 2) | (lay.rc == 3), fwd, np.where(lay.rc == 1, scores, 0.0))
     per_value = VALUE / job.hbm
-    return Seconds(per_value * fwd, per_value * (bwd + again))
+    cast_f, cast_b = fp8_cast_bytes(job, lay) if job.dtype == "fp8" else (0.0, 0.0)
+    cast_again = np.where((lay.rc == 2) | (lay.rc == 3), cast_f, 0.0)
+    return Seconds(per_value * fwd + cast_f / job.hbm,
+                   per_value * (bwd + again) + (cast_b + cast_again) / job.hbm)
+
+
+# the GEMM inputs a block's norm writes straight in FP8 (Transformer Engine's LayerNorm linears:
+# Megatron-Core's linear_qkv, linear_fc1, MLA's linear_q_up_proj and linear_kv_up_proj)
+_NORM_FED = ("q", "k", "v", "gate", "up", "q_up", "kv_up")
+_SHARED_INPUT = {"k": "q", "v": "q", "up": "gate", "expert_up": "expert_gate",
+                 "shared_up": "shared_gate"}          # fused GEMMs: one input, cast once
+
+
+def fp8_cast_bytes(job: "Job", lay: "Layouts"):
+    """Bytes one layer's FP8 casts move, per GPU and micro-batch, as ``(forward, backward)``
+    (the mean over the model's blocks; chapter 27). Transformer Engine (``module/linear.py``,
+    ``module/base.py``'s ``grad_output_preprocess``) casts each FP8 GEMM's input and writes
+    it transposed too, for the weight gradient, in one kernel: read 2 bytes, write 1 + 1 per
+    value; where a norm feeds the GEMM (``_NORM_FED``) the norm writes FP8 itself, a byte
+    less than the BF16 it would write, and the transpose reads and writes one byte: 1 more.
+    Backward casts and transposes each GEMM's output gradient the same way: 4 per value.
+    Input and output widths per GPU follow the TP placement of :func:`_gemm_seconds`; the
+    routed experts' rows are each token's k copies (times :func:`expert_load_factor`). The
+    router stays BF16; the weights' casts, once per step, are left out."""
+    cfg, tp = job.cfg, lay.tp
+    etp, routed, _ = _expert_layout(job, lay)
+
+    def block(index):
+        fwd = bwd = 0.0
+        for g in flops.block_gemms(cfg, index):
+            name = g["name"]
+            if name in ("router", "shared_expert_gate"):
+                continue
+            expert = name.startswith("expert_")
+            split = etp if expert else tp
+            rows = (routed * cfg.experts_per_token * expert_load_factor(job, lay) if expert
+                    else lay.tokens)
+            # routed experts: rows summed over the experts; shared ones: one GEMM, count wide
+            n, k = g["out_features"] * (1 if expert else g["count"]), g["in_features"]
+            if name in _ROW_PARALLEL:
+                k = k / split
+            elif name not in _DUPLICATED:
+                n = n / split
+            if name not in _SHARED_INPUT:
+                fwd = fwd + rows * k * (1 if name in _NORM_FED else 4)
+            bwd = bwd + rows * n * 4
+        return fwd, bwd
+
+    fwd = bwd = 0.0
+    for moe_ in _mlp_kinds(cfg):      # a dense and an MoE block, weighted by their counts
+        blocks = job.moe_layers if moe_ else cfg.layers - job.moe_layers
+        f, b = block(cfg.dense_layers if moe_ else 0)
+        fwd, bwd = fwd + blocks * f / cfg.layers, bwd + blocks * b / cfg.layers
+    return fwd, bwd
 
 
 # ------------------------------------------------------------------ communication per layer
@@ -829,8 +884,9 @@ def zero3_comm(job: Job, lay: Layouts, params, compute):
 # Not modelled: ``torch.compile``'s effect is the planner's fused elementwise model (one read
 # and one write per op, :func:`elementwise`), which compiled blocks reach and eager PyTorch
 # (several kernels per RMSNorm in FP32) does not, so eager runs are not predicted; the
-# copy-in/copy-out kernels around each collective; torchao's float8 casts (amax and scaling
-# kernels; the float8 GEMMs themselves run at the FP8 ceiling, ``dtype="fp8"``). torchtitan's
+# copy-in/copy-out kernels around each collective; torchao's separate amax pass before each
+# float8 cast (the casts themselves are costed as Transformer Engine's cast-transpose,
+# :func:`fp8_cast_bytes`; the float8 GEMMs run at the FP8 ceiling, ``dtype="fp8"``). torchtitan's
 # op-level selective recompute (every second matmul recomputed, the attention output kept)
 # is ``recompute="selective-op"`` (:func:`recompute`).
 
