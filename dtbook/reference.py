@@ -321,6 +321,9 @@ def checklist_markdown(docs: set[str] | None = None, root: Path | None = None) -
 # Hardware tables (appendix "Hardware assumptions and units")
 # --------------------------------------------------------------------------------------
 
+_CHAPTER_REF = re.compile(r"chapter (\d+[a-z]?)\b")   # "chapter 04", "chapter 13a" in a source
+
+
 def _chapter_pages() -> dict:
     """{"04": path of chapter 04's notebook, ...} for the chapters the book builds."""
     from dtbook import edition
@@ -337,7 +340,7 @@ def _linked(text: str, pages: dict) -> str:
         if page is None:
             return m.group(0)
         return f"<a href='../{page.parent.name}/{page.stem}.html'>{m.group(0)}</a>"
-    return re.sub(r"chapter (\d+[a-z]?)\b", link, html.escape(text))
+    return _CHAPTER_REF.sub(link, html.escape(text))
 
 
 def html_table(header, rows, cls="table") -> str:
@@ -615,7 +618,7 @@ def cited_sources_markdown(catalog: str) -> str:
             continue
         keys = source_keys(text)
         cite = " {cite:p}`" + ",".join(keys) + "`" if keys else ""
-        source = re.sub(r"chapter (\d+[a-z]?)\b", link, _plain(text))
+        source = _CHAPTER_REF.sub(link, _plain(text))
         lines.append(f"- `{name}`{cite}: {source}")
     return "\n".join(lines)
 

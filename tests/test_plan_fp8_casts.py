@@ -59,3 +59,13 @@ def test_full_recompute_casts_the_forward_again():
     forward = terms.elementwise(job, lay).forward[0]
     assert backward["full"] - backward["none"] == pytest.approx(forward)   # casts included
     assert forward > cast_forward / job.hbm > 0
+
+
+def test_a_gelu_blocks_fc1_casts_its_own_input():
+    """GPT-3's MLP has no gate: linear_fc1 is one GEMM, norm-fed, and casts its input itself."""
+    cfg, job, lay = _setup("gpt3-175b", (8, 1, 8, 1, 1, 1, 1, 1, "none", 1), "fp8")
+    T, h, tp, hd = lay.tokens[0], cfg.hidden, 8, cfg.head_dim
+    fwd = T * (h + 4 * cfg.heads * hd / tp + h + 4 * cfg.ffn_hidden / tp)
+    bwd = T * 4 * (3 * cfg.heads * hd / tp + h + cfg.ffn_hidden / tp + h)
+    f, b = terms.fp8_cast_bytes(job, lay)
+    assert f[0] == pytest.approx(fwd) and b[0] == pytest.approx(bwd)

@@ -57,12 +57,13 @@ def test_symbolic_piecewise_matches_numbers():
 
 
 def test_frequencies_are_the_model_code_s():
-    # dtbook.nn builds its rotary tables with its own θᵢ = base^(−2i/d): the two must agree
+    # dtbook.nn's rotary tables (built from rope.frequencies) against θᵢ = base^(−2i/d) typed
+    # here, in the "rotate half" layout apply_rotary expects: angle t·θᵢ at features i and i + d/2
     from dtbook import nn as dnn
 
     for base in (10_000.0, rope.LLAMA31["base"]):
         cos, sin = dnn.rotary_tables(128, 64, base)
-        angles = np.outer(np.arange(64), rope.frequencies(128, base))
+        angles = np.outer(np.arange(64), base ** (-np.arange(0, 128, 2) / 128))
         angles = np.concatenate([angles, angles], axis=1)
         assert np.allclose(cos.double().numpy(), np.cos(angles), rtol=0, atol=2e-5)
         assert np.allclose(sin.double().numpy(), np.sin(angles), rtol=0, atol=2e-5)

@@ -571,8 +571,9 @@ def elementwise(job: Job, lay: Layouts) -> Seconds:
 # the GEMM inputs a block's norm writes straight in FP8 (Transformer Engine's LayerNorm linears:
 # Megatron-Core's linear_qkv, linear_fc1, MLA's linear_q_up_proj and linear_kv_up_proj)
 _NORM_FED = ("q", "k", "v", "gate", "up", "q_up", "kv_up")
+# fused GEMMs (linear_qkv, a gated linear_fc1): one input, cast once, with its partner's
 _SHARED_INPUT = {"k": "q", "v": "q", "up": "gate", "expert_up": "expert_gate",
-                 "shared_up": "shared_gate"}          # fused GEMMs: one input, cast once
+                 "shared_up": "shared_gate"}
 
 
 def fp8_cast_bytes(job: "Job", lay: "Layouts"):
@@ -591,7 +592,9 @@ def fp8_cast_bytes(job: "Job", lay: "Layouts"):
 
     def block(index):
         fwd = bwd = 0.0
-        for g in flops.block_gemms(cfg, index):
+        gemms = flops.block_gemms(cfg, index)
+        names = {g["name"] for g in gemms}
+        for g in gemms:
             name = g["name"]
             if name in ("router", "shared_expert_gate"):
                 continue
@@ -605,7 +608,7 @@ def fp8_cast_bytes(job: "Job", lay: "Layouts"):
                 k = k / split
             elif name not in _DUPLICATED:
                 n = n / split
-            if name not in _SHARED_INPUT:
+            if _SHARED_INPUT.get(name) not in names:      # its own input, not a partner's
                 fwd = fwd + rows * k * (1 if name in _NORM_FED else 4)
             bwd = bwd + rows * n * 4
         return fwd, bwd
