@@ -458,7 +458,9 @@ class Exercise:
             return "a dict {" + ", ".join(f"{k!r}: {v}" for k, v in parts.items()) + "}" + (
                 how if with_unit else "") + computed
         if isinstance(parts, tuple):
-            return f"a tuple ({', '.join(parts)})" + (how if with_unit else "") + computed
+            listed = (f"of {len(parts)}, each {parts[0]}" if len(parts) > 2 and len(set(parts)) == 1
+                      else f"({', '.join(parts)})")   # one form said once, not n times
+            return f"a tuple {listed}" + (how if with_unit else "") + computed
         if with_unit:
             return f"a number in {parts}, or a string with its unit" + computed
         return parts + computed

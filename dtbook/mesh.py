@@ -26,7 +26,7 @@ from . import comm
 
 __all__ = ["Mesh", "world_size", "groups_per_axis", "total_groups", "axis_strides", "rank_of",
            "local_shape", "redistribution", "redistribute_time", "axis_in_node",
-           "axis_link"]
+           "axis_members_per_node", "network_ring_beta", "axis_link"]
 
 
 def _dims(dims):
@@ -265,17 +265,49 @@ def axis_in_node(dims, axis, gpus_per_node):
     return bool(span <= gpus_per_node and gpus_per_node % span == 0)
 
 
+def axis_members_per_node(dims, axis, gpus_per_node):
+    """How many ranks of one group along ``axis`` share a node of ``gpus_per_node``
+    consecutive ranks (chapter 23): ``g / stride`` while the axis's stride is below the node
+    size (at most the axis's size), else 1."""
+    dims = _dims(dims)
+    check.count("gpus_per_node", gpus_per_node)
+    axis_in_node(dims, axis, gpus_per_node)            # checks the axis
+    stride = axis_strides(dims)[int(axis)]
+    return int(max(1, min(dims[int(axis)], gpus_per_node // stride)))
+
+
+def network_ring_beta(members_per_node, beta_in, beta_out):
+    """The bandwidth a ring collective reaches across nodes when ``members_per_node`` of its
+    ranks share each node (chapter 23): ``min(members · β_out, β_in)``. NCCL lays one ring per
+    channel through the group's GPUs and leaves a node through the NIC of the GPU it exits
+    from, its channels spread over the group's NICs, so each NIC carries 1/members of the
+    network traffic; NVLink bounds it (β_in). Its maintainers put a multi-node all-reduce's
+    bus bandwidth at the per-NIC rate times the NICs (NVIDIA/nccl-tests issue #119, "24GB/s is
+    the peak performance per 200G NIC ... so in your case 96GB/s is the target" for four);
+    an all-to-all "cannot aggregate the bandwidth of multiple NICs" (issue #267) and runs at
+    one NIC's β. Arrays broadcast; symbols give ``Min``."""
+    check.count("members_per_node", members_per_node)
+    check.positive("beta_in", beta_in)
+    check.positive("beta_out", beta_out)
+    if isinstance(members_per_node, sp.Basic) or isinstance(beta_in, sp.Basic) \
+            or isinstance(beta_out, sp.Basic):
+        return sp.Min(members_per_node * beta_out, beta_in)
+    return np.minimum(np.asarray(members_per_node) * beta_out, beta_in)
+
+
 def axis_link(dims, axis, gpus_per_node, alpha_in, beta_in, alpha_out, beta_out):
     """The (α, β) the groups along ``axis`` run on (chapter 23): the node's scale-up link
-    when :func:`axis_in_node`, else the network, because a ring is as slow as its slowest
-    hop."""
+    when :func:`axis_in_node`, else the network's α and, with :func:`axis_members_per_node`
+    of a group in each node, :func:`network_ring_beta` (one member: the network's β, a ring
+    being as slow as its slowest hop)."""
     for name, v in (("alpha_in", alpha_in), ("alpha_out", alpha_out)):
         check.nonnegative(name, v)
     for name, v in (("beta_in", beta_in), ("beta_out", beta_out)):
         check.positive(name, v)
     if axis_in_node(dims, axis, gpus_per_node):
         return (alpha_in, beta_in)
-    return (alpha_out, beta_out)
+    g = axis_members_per_node(dims, axis, gpus_per_node)
+    return (alpha_out, beta_out if g == 1 else float(network_ring_beta(g, beta_in, beta_out)))
 
 
 check.guard_module(globals())  # every public formula checks its arguments (DESIGN.md)

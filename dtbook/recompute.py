@@ -11,6 +11,9 @@ A training step costs a forward pass F and a backward pass of about 2F (one matm
 input gradient and one for the weight gradient per forward matmul). Recomputing a fraction
 c of the forward adds cF to 3F: an overhead of c/3, at most a third.
 
+:data:`RECOMPUTE` names the recomputation modes a layout chooses from, for the planner
+(chapter 27) and the published runs (:mod:`dtbook.runs`) alike.
+
 Formulas take numbers, NumPy arrays or SymPy symbols.
 """
 
@@ -21,7 +24,14 @@ import sympy as sp
 
 from . import _validate as check
 
-__all__ = ["recompute_overhead", "recompute_step_time", "LiveBytes"]
+__all__ = ["RECOMPUTE", "recompute_overhead", "recompute_step_time", "LiveBytes"]
+
+#: The recomputation modes (chapter 21): ``"none"``; Megatron's ``"selective"`` (the
+#: attention core) and ``"full"`` (the whole forward of every layer), Korthikanti et al.
+#: 2022; ``"selective-op"``, torchtitan's op-level selective checkpointing (every second
+#: matmul again, the attention kernel's output saved). The order is the planner's code for
+#: them (0 to 3, :mod:`dtbook.plan.terms`).
+RECOMPUTE = ("none", "selective", "full", "selective-op")
 
 
 def recompute_overhead(fraction, backward_ratio=2):

@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from . import hardware, models
 from .composition import megatron_step_flops
 from .flops import attention_flops
+from .recompute import RECOMPUTE
 from .units import TFLOP
 
 __all__ = ["PublishedRun", "get", "names", "runs", "tokens_per_second", "source_flops_per_step",
@@ -145,8 +146,9 @@ class PublishedRun:
         if self.tp * self.pp * self.dp * self.cp != self.gpus:
             raise ValueError(f"{self.name}: tp*pp*dp*cp = {self.tp * self.pp * self.dp * self.cp} "
                              f"!= gpus = {self.gpus}")
-        if self.recompute not in ("none", "selective", "full", "selective-op"):
-            raise ValueError(f"{self.name}: recompute must be none/selective/full/selective-op")
+        if self.recompute not in RECOMPUTE:
+            raise ValueError(f"{self.name}: recompute must be one of {RECOMPUTE}, "
+                             f"got {self.recompute!r}")
         if self.attention not in ("flash", "unfused"):
             raise ValueError(f"{self.name}: attention must be flash or unfused")
         if self.software not in SOFTWARE:
@@ -268,16 +270,26 @@ _BRIDGE_DSV3_H100 = dict(moe_dispatcher="deepep", moe_comm_overlap=True, overlap
 
 
 def _bridge_moe(name, model, gpus, tp, pp, vpp, ep, mb, batch, dtype, tokens, tflops, where,
-                **software):
+                ga=None, note="", **software):
+    """A row of the MoE tables; ``ga`` the GA column (gradient accumulation, micro-batches
+    per pipeline) where the table has one, ``note`` what this row adds to the common note."""
+    dp = gpus // (tp * pp)
+    notes = [_BRIDGE_MOE_NOTE]
+    if ga is not None and ga * mb * dp != batch:
+        notes.append(f"The table prints GA {ga} for this row, but its own GBS {batch}, MBS {mb} "
+                     f"and PP {pp} on {gpus} GPUs (TP {tp}, DP {dp}) give GBS / (MBS x DP) = "
+                     f"{batch / (mb * dp):g} micro-batches per pipeline. The planner uses the "
+                     f"printed layout (PP {pp}, MBS {mb}), so the row carries that uncertainty.")
     return PublishedRun(
-        name=name, model=model, gpu="h100-sxm", gpus=gpus, tp=tp, pp=pp, dp=gpus // (tp * pp),
+        name=name, model=model, gpu="h100-sxm", gpus=gpus, tp=tp, pp=pp, dp=dp,
         ep=ep, vpp=vpp, micro_batch=mb, global_batch=batch, seq=4096, dtype=dtype,
         tokens_per_gpu=tokens, convention="tokens", peak=hardware.get("h100-sxm").peak(dtype),
         source=_BRIDGE_MOE + f", {where} ({gpus} GPUs, GBS {batch}, MBS {mb}, sequence 4096, "
-                             f"TP {tp}, PP {pp}, CP 1, VP {vpp}, EP {ep}: {tokens:,} tokens/s/GPU, "
-                             f"{tflops} model TFLOP/s/GPU)",
-        note=_BRIDGE_MOE_NOTE, printed=_NEMO_PRINTED, software="megatron-bridge",
-        out_of_sample=True, expert_tensor_parallel=1, **software)
+                             f"TP {tp}, PP {pp}, CP 1, VP {vpp}, EP {ep}"
+                             + ("" if ga is None else f", GA {ga}")
+                             + f": {tokens:,} tokens/s/GPU, {tflops} model TFLOP/s/GPU)",
+        note=" ".join(notes + ([note] if note else [])), printed=_NEMO_PRINTED,
+        software="megatron-bridge", out_of_sample=True, expert_tensor_parallel=1, **software)
 
 
 _MEGATRON_2021 = frozenset({"tp", "pp", "dp", "cp", "ep", "zero", "recompute", "sequence_parallel"})
@@ -485,13 +497,20 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
     _tt("torchtitan-llama3-405b-512-1f1b", "llama3-405b", 8, 8, 8, 1, 4, 256, 8192, "fp8", "full",
         100, 82.5, "Table 5 (FSDP 8 x TP 8 x PP 8, local batch 32, global 256, torch.compile + "
                    "Float8 + AsyncTP, full AC, 1F1B); micro-batch 4: torchtitan's default "
-                   "pipeline_parallel_microbatches, one per stage (8)", printed=_TT_PRINTED | {"vpp"}),
-    _tt("torchtitan-llama3-405b-512", "llama3-405b", 8, 8, 8, 1, 1, 256, 8192, "fp8", "full",
-        128, 72.7, "Table 5 (the same with interleaved 1F1B; the stages per rank and the "
-                   "micro-batches are not printed)", printed=_TT_PRINTED - {"micro_batch"}),
+                   "pipeline_parallel_microbatches, pp = 8 (torchtitan/parallelisms/pipeline_llama.py at "
+                   "9dec370: 'pipeline_parallel_microbatches or parallel_dims.pp')",
+        printed=_TT_PRINTED | {"vpp"}),
+    _tt("torchtitan-llama3-405b-512", "llama3-405b", 8, 8, 8, 1, 4, 256, 8192, "fp8", "full",
+        128, 72.7, "Table 5 (the same with interleaved 1F1B); the stages per rank and the "
+                   "micro-batches are not printed, so they are torchtitan's defaults at 9dec370: "
+                   "two stages per rank for a looped schedule given no split points "
+                   "(torchtitan/parallelisms/pipelining_utils.py, generate_split_points) and "
+                   "pp = 8 micro-batches (pipeline_llama.py), micro-batch 32 / 8 = 4",
+        vpp=2, printed=_TT_PRINTED | {"vpp"}),
     # Megatron-Bridge MoE rows on DGX H100, out of sample (_BRIDGE_MOE_NOTE)
     _bridge_moe("bridge-deepseek-v3-1024", "deepseek-v3", 1024, 2, 8, 4, 64, 1, 8192, "fp8", 1297,
-                338, "section '25.09 NeMo Container', DGX-H100 DeepSeek-V3 row", **_BRIDGE_DSV3_H100),
+                338, "section '25.09 NeMo Container', DGX-H100 DeepSeek-V3 row", ga=128,
+                **_BRIDGE_DSV3_H100),
     # DeepSeek-V3's own pre-training on 2,048 H800s, out of sample: a whole run's GPU-hours
     PublishedRun(
         name="deepseek-v3-2048", model="deepseek-v3", gpu="h800", gpus=2048, tp=1, pp=16,
@@ -514,11 +533,16 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
         software="hai-llm", cluster="hgx-h800", overlap_grad_reduce=True,
         moe_dispatcher="deepep", moe_comm_overlap=True, out_of_sample=True),
     _bridge_moe("bridge-qwen3-235b-256", "qwen3-235b-a22b", 256, 2, 8, 4, 32, 1, 2048, "fp8", 1575,
-                233, "section '25.11 NeMo Container', DGX-H100 Qwen3-235B-A22B row"),
+                233, "section '25.11 NeMo Container', DGX-H100 Qwen3-235B-A22B row", ga=128),
     _bridge_moe("bridge-qwen3-30b-16", "qwen3-30b-a3b", 16, 1, 2, 24, 8, 2, 512, "fp8", 5275, 121,
-                "section '25.11 NeMo Container', DGX-H100 Qwen3-30B-A3B row"),
+                "section '25.11 NeMo Container', DGX-H100 Qwen3-30B-A3B row", ga=32),
     _bridge_moe("bridge-gpt-oss-120b-64", "gpt-oss-120b", 64, 1, 4, 1, 8, 4, 512, "bf16", 5630, 153,
-                "section '25.11 NeMo Container', DGX-H100 GPT-OSS 120B row"),
+                "section '25.11 NeMo Container', DGX-H100 GPT-OSS 120B row", ga=2,
+                note="The DGX-B200 row of that table (PP 1, the same GBS and MBS) prints GA 2 "
+                     "too. Megatron-Bridge's benchmark preset of the commit that added the "
+                     "table (scripts/performance/configs/gpt_oss/"
+                     "gpt_oss_workload_base_configs.py at 97ad8cc6) sets PP 4, as printed, "
+                     "and MBS 1, not the printed 4."),
     _bridge_moe("bridge-gpt-oss-120b-64-2604", "gpt-oss-120b", 64, 1, 4, 1, 8, 1, 1280, "bf16",
                 5810, 158, "section '26.04 NeMo Container', 'Model: GPT OSS 120B'"),
 )}
@@ -635,8 +659,9 @@ class LayerTiming:
     def __post_init__(self) -> None:
         models.get(self.model)
         hardware.get(self.gpu)
-        if self.recompute not in ("none", "selective", "full"):
-            raise ValueError(f"{self.name}: recompute must be none/selective/full")
+        if self.recompute not in RECOMPUTE:      # what plan.layer_time takes
+            raise ValueError(f"{self.name}: recompute must be one of {RECOMPUTE}, "
+                             f"got {self.recompute!r}")
         if not (self.forward > 0 and self.backward > 0):
             raise ValueError(f"{self.name}: forward and backward must be > 0 seconds")
 

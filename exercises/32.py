@@ -85,9 +85,9 @@ def _():
     "32.4",
     prompt=("Eight data-parallel ranks each take 15 ms per step (compute and communication). "
             "One rank's compute is delayed by 50 ms every step. (a) How long is a step now? "
-            "(b) What share of the throughput is lost? (c) What is the z-score of the slow "
-            "rank's step time among the eight ranks' (population standard deviation)? Answer "
-            "as a triple."),
+            "(b) What share of the throughput is lost? (c) Each rank also times its own work, "
+            "without the waiting: 15 ms, and 65 ms on the slow rank. What is the slow rank's "
+            "z-score among the eight (population standard deviation)? Answer as a triple."),
     unit=("ms", "%", ""),
     hint="A synchronous step waits for the slowest rank: 15 + 50 ms. The loss is 1 − T/T′. "
          "One outlier among P values has z = √(P − 1) whatever its size.",
@@ -100,7 +100,7 @@ def _():
             float(profiling.zscores(times)[-1]))
 
 
-# 32.5: a 20-layer model's gradient all-reduced in buckets over 8 ranks
+# 32.5: a 1 GB gradient all-reduced in buckets over 8 ranks
 _G, _TB, _ALPHA, _BETA, _P = 1 * GB, 100 * ms, 20 * us, 25 * GB, 8
 
 

@@ -134,7 +134,7 @@ def _():
             "H100s (989.4 TFLOP/s dense bf16). What MFU is that (6Ψ FLOP per token), and what "
             "throughput would the 41 % MFU of its alert need? Answer as a pair (fraction, "
             "tokens/s)."),
-    unit=("", ""),
+    unit=("", "tokens/s"),
     hint="MFU = 6Ψ·(tokens/s) / (P·F).",
     book_answer=(0.41, None),
     book_note=("The original edition's post-mortem alerts on MFU falling from 41 % to 26 %. "

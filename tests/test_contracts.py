@@ -41,11 +41,15 @@ NOT_FORMULAS = {
     "parallel.resilience",  # chapter 26: torchft replicas on gloo, tests/test_parallel_resilience.py
     # catalogs: they take names, and name the bad one (tests/test_hardware.py, test_models.py)
     "hardware", "models", "runs",
+    "hardware.catalog", "hardware.hierarchy", "hardware.measured", "hardware.custom",  # dtbook.hardware's four files
+    "models.config", "models.catalog", "models.hf_config",  # dtbook.models' three files
     # the planner (chapter 27): tests/test_plan.py; these take configurations, run searches,
     # read the catalog of runs or parse a command line (plan.gemm and plan.model are walked).
     # plan.terms: the model's terms over candidate arrays estimate() and search() have
     # checked, each set beside the chapter function it calls in tests/test_plan_terms.py
     "plan", "plan.search", "plan.cli", "plan.validate", "plan.terms", "__main__",
+    "plan.terms.job", "plan.terms.compute", "plan.terms.memory_bound", "plan.terms.footprint",
+    "plan.terms.communication", "plan.terms.fsdp2", "plan.terms.stages",  # plan.terms' files
     # reads the book's own records (the corrections appendix), and the reference shelf's generator
     "edition", "reference",
     # runs searches over a candidate list (tests/test_search_strategies.py)
@@ -108,6 +112,7 @@ def _baselines():
         "mesh.redistribution": dict(src="S0", dst="R", nbytes=1e9, p=8),
         "mesh.redistribute_time": dict(src="S0", dst="R", nbytes=1e9, p=8, alpha=1e-5, beta=5e10),
         "mesh.axis_in_node": dict(dims=(4, 8), axis=1, gpus_per_node=8),
+        "mesh.axis_members_per_node": dict(dims=(4, 8), axis=0, gpus_per_node=8),
         "mesh.axis_link": dict(dims=(4, 8), axis=1, gpus_per_node=8, alpha_in=1e-6, beta_in=4.5e11,
                                alpha_out=2e-6, beta_out=5e10),
         "axes.min_capacity_factor": dict(fractions=[0.3, 0.05, 0.25, 0.1, 0.05, 0.1, 0.1, 0.05]),

@@ -267,3 +267,6 @@ def test_every_answer_format_names_its_units():
                                             "exp and log (the natural log) may be typed")
     assert "natural log" not in get("04.6").answer_format()      # an expression: no number
     assert get("27.4").answer_format().startswith("a tuple (h, dollars); a bare number is read")
+    # seven parts of one form: said once, with the count
+    assert get("33.1").answer_format().startswith("a tuple of 7, each one of ['oom'")
+    assert get("33.1").answer_format().count("'oom'") == 1

@@ -6,6 +6,7 @@ from collections import Counter
 from itertools import product
 
 import pytest
+import numpy as np
 import sympy as sp
 from hypothesis import given, settings, strategies as st
 
@@ -83,6 +84,27 @@ def test_axis_placement_on_nodes():
     assert not mesh.axis_in_node((8, 32), 1, 8)                  # TP outer: across nodes
     assert mesh.axis_in_node((4, 2, 4), 1, 8) and not mesh.axis_in_node((4, 4, 2), 0, 8)
     assert mesh.axis_link((32, 8), 0, 8, 1e-6, 4.5e11, 2e-6, 5e10) == (2e-6, 5e10)
+
+
+@pytest.mark.parametrize("dims", [(16, 4), (8, 2, 4), (4, 8), (32, 8), (2, 16), (64,)])
+def test_members_per_node_counts_the_mesh_groups(dims):
+    # the formula beside the mesh itself: ranks of each group in each node of 8
+    m = mesh.Mesh(dims)
+    for axis in range(len(dims)):
+        counted = {sum(1 for r in g if r // 8 == node)
+                   for g in m.groups(axis) for node in {r // 8 for r in g}}
+        assert counted == {mesh.axis_members_per_node(dims, axis, 8)}, (dims, axis)
+
+
+def test_a_ring_across_nodes_takes_each_members_nic():
+    # two GPUs of each DP group in a node (TP 4 inside): twice the network, up to NVLink
+    assert mesh.axis_link((16, 4), 0, 8, 1e-6, 4.5e11, 2e-6, 5e10) == (2e-6, 1e11)
+    assert mesh.network_ring_beta(8, 3.7e11, 4.7e10) == 3.7e11          # NVLink bounds it
+    assert np.allclose(mesh.network_ring_beta(np.array([1, 2, 4]), 4.5e11, 5e10),
+                       [5e10, 1e11, 2e11])
+    g = sp.Symbol("g", positive=True, integer=True)
+    assert mesh.network_ring_beta(g, sp.Symbol("B"), sp.Symbol("b")) == sp.Min(
+        g * sp.Symbol("b"), sp.Symbol("B"))
 
 
 # Every shape of 4 and of 8 ranks with at least two axes, plus the flat mesh.

@@ -8,6 +8,7 @@ import inspect
 import io
 import json
 import math
+import re
 import subprocess
 import sys
 
@@ -343,6 +344,35 @@ def test_ties_on_step_time_are_ordered_by_memory():
     assert [e.config for e in got] == [e.config for e in want]
     tied = [(a, b) for a, b in zip(got, got[1:]) if round(a.step_time / fastest, 12) == round(b.step_time / fastest, 12)]
     assert any(a.memory_per_gpu < b.memory_per_gpu for a, b in tied)       # a tie with two memories
+
+
+# --------------------------------------------------------------------------- the table
+HEADS = ("tp", "pp", "dp", "cp", "ep", "vpp", "mb", "zero", "recompute", "step s", "tokens/s",
+         "MFU", "GiB")
+
+
+@pytest.mark.parametrize("argv", [
+    # torchtitan's op-level recompute: "selective-op" is wider than the header "recompute"
+    ("llama3-8b", "--gpus", "8", "--batch", "16", "--seq", "8192", "--recompute", "selective-op",
+     "--data-parallel-engine", "fsdp2", "--zero", "3"),
+    ("llama3-70b", "--gpus", "1024", "--batch", "1024", "--seq", "8192", "--top", "4"),
+])
+def test_table_columns_line_up_with_the_header(argv):
+    code, out, err = run(*argv)
+    assert code == 0 and err == ""
+    head, *body = out.splitlines()
+    assert body == rows(out) and body
+    # right-aligned: every cell of a column ends where its header ends
+    ends, at = [], 0
+    for name in HEADS:
+        at = head.index(name, at) + len(name)
+        ends.append(at)
+    assert head.split() == " ".join(HEADS).split()
+    for line in body:
+        assert [m.end() for m in re.finditer(r"\S+", line)] == ends, (head, line)
+    if "--recompute" in argv:
+        assert {line.split()[8] for line in body} == {"selective-op"}
+    assert max(map(len, out.splitlines())) <= 70                # a book page's width
 
 
 # --------------------------------------------------------------------------- as a process

@@ -1,6 +1,7 @@
 """dtbook.runs: the published-runs catalog is self-consistent where a source prints two figures."""
 
 import dataclasses
+import re
 
 import pytest
 
@@ -158,6 +159,27 @@ def test_bridge_moe_rows(name):
     assert f"{r.tokens_per_gpu:,} tokens/s/GPU" in r.source
 
 
+def test_bridge_moe_ga_column_against_the_rows_own_layout():
+    # GA (micro-batches per pipeline) is GBS / (MBS x DP), DP = GPUs / (TP x PP x CP): the
+    # rows whose table prints GA agree with it, except DGX-H100 GPT-OSS 120B (25.11), printed
+    # GA 2 where its own GBS 512, MBS 4 and PP 4 give 8; the note says so from the same data
+    seen = {}
+    for name in sorted(BRIDGE_MOE):
+        r = runs.get(name)
+        printed = re.search(r", GA (\d+):", r.source)
+        if printed is None:
+            continue
+        dp = r.gpus // (r.tp * r.pp * r.cp)
+        assert dp == r.dp
+        seen[name] = (int(printed[1]), r.global_batch / (r.micro_batch * dp))
+    assert set(seen) == BRIDGE_MOE - {"bridge-gpt-oss-120b-64-2604"}    # 26.04: no GA column
+    odd = runs.get("bridge-gpt-oss-120b-64")
+    assert seen.pop(odd.name) == (2, 8) and odd.pp == 4
+    assert "prints GA 2 for this row" in odd.note and "= 8 micro-batches per pipeline" in odd.note
+    assert all(ga == micro for ga, micro in seen.values()), seen
+    assert not any("prints GA" in runs.get(name).note for name in seen)
+
+
 @pytest.mark.parametrize("name, tflops", [("bridge-qwen3-235b-256", 233),
                                           ("bridge-qwen3-30b-16", 121)])
 def test_bridge_moe_tflops_are_the_causal_model_flops(name, tflops):
@@ -192,3 +214,14 @@ def test_bridge_moe_rows_fold_the_experts(name):
     ds = name == "bridge-deepseek-v3-1024"
     assert (r.moe_dispatcher, r.moe_comm_overlap) == (("deepep", True) if ds else ("alltoall", False))
     assert r.overlap_grad_reduce is (False if ds else None)
+
+
+def test_torchtitan_pipeline_rows_use_its_defaults():
+    # Table 5 prints neither micro-batches nor stages per rank: torchtitan's defaults at its
+    # benchmark commit are pp micro-batches (pipeline_llama.py) and, for a looped schedule,
+    # two stages per rank (pipelining_utils.generate_split_points)
+    for name, stages_per_rank in (("torchtitan-llama3-405b-512-1f1b", 1),
+                                  ("torchtitan-llama3-405b-512", 2)):
+        r = runs.get(name)
+        assert r.global_batch // r.dp // r.micro_batch == r.pp, name
+        assert r.vpp == stages_per_rank and {"micro_batch", "vpp"} <= r.printed, name

@@ -133,16 +133,25 @@ def _parser():
 _GIB = 2 ** 30
 
 
-def _row(e):
-    c = e.config
-    return (f"{c['tp']:>3}{c['pp']:>3}{c['dp']:>6}{c['cp']:>3}{c['ep']:>3}{c['vpp']:>4}"
-            f"{c['micro_batch']:>3}{c['zero']:>5} {c['recompute']:>9}{e.step_time:>7.3f}"
-            f"{e.tokens_per_second:>11,.0f}{e.mfu:>6.1%}{e.memory_per_gpu / _GIB:>6.1f}")
+# the table's columns, header and cell: the layout, then step in seconds and GiB of memory
+# per GPU (--explain prints TFLOP/s and the rest); short enough for a book page (70 columns)
+_LAYOUT = (("tp", "tp"), ("pp", "pp"), ("dp", "dp"), ("cp", "cp"), ("ep", "ep"), ("vpp", "vpp"),
+           ("mb", "micro_batch"), ("zero", "zero"), ("recompute", "recompute"))
+_COLUMNS = (*((head, lambda e, key=key: str(e.config[key])) for head, key in _LAYOUT),
+            ("step s", lambda e: f"{e.step_time:.3f}"),
+            ("tokens/s", lambda e: f"{e.tokens_per_second:,.0f}"),
+            ("MFU", lambda e: f"{e.mfu:.1%}"),
+            ("GiB", lambda e: f"{e.memory_per_gpu / _GIB:.1f}"))
 
 
-# short enough for a book page (70 columns): step in seconds, GiB of memory per GPU;
-# --explain prints TFLOP/s and the rest
-_HEAD = " tp pp    dp cp ep vpp mb zero recompute step s   tokens/s   MFU   GiB"
+def _table(estimates):
+    """The header and one line per estimate, right-aligned; each column is as wide as its
+    widest cell, header included, so a long value ("selective-op") widens its column
+    instead of pushing the columns after it out of line."""
+    cells = [[head for head, _ in _COLUMNS]]
+    cells += [[cell(e) for _, cell in _COLUMNS] for e in estimates]
+    widths = [max(map(len, column)) for column in zip(*cells, strict=True)]
+    return [" ".join(text.rjust(w) for text, w in zip(row, widths, strict=True)) for row in cells]
 
 
 def _explain(e):
@@ -269,9 +278,8 @@ def main(argv=None, *, out=None, err=None) -> int:
     if args.explain:
         print(_explain(best[0]), file=out)
     else:
-        print(_HEAD, file=out)
-        for e in best:
-            print(_row(e), file=out)
+        for line in _table(best):
+            print(line, file=out)
     return 0
 
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from .. import _validate as check
 from .. import hardware, models, pipeline_parallel
+from ..recompute import RECOMPUTE  # the recompute modes' one home (chapter 21)
 from . import terms
 from .gemm import matmul_time  # noqa: F401 (the planner's GEMM model, chapter 27)
 from .terms import COLUMNS, elementwise_values, links_for, protocol_efficiency  # noqa: F401
@@ -30,8 +31,6 @@ __all__ = ["Estimate", "estimate", "layer_time", "evaluate", "RECOMPUTE", "ATTEN
            "MOE_DISPATCHERS", "PIPELINE_ENGINES", "COLUMNS", "resolve_model",
            "links_for", "protocol_efficiency", "elementwise_values"]
 
-# "selective-op": torchtitan's op-level selective checkpointing (terms.recompute)
-RECOMPUTE = ("none", "selective", "full", "selective-op")
 ATTENTION = ("flash", "unfused")
 MOE_DISPATCHERS = ("alltoall", "deepep")
 PIPELINE_ENGINES = ("megatron", "deepspeed")
@@ -250,7 +249,7 @@ def estimate(model, *, gpus, gpu="h100-sxm", tp, pp, dp, cp=1, ep=1, vpp=1, micr
     cluster). ``data_parallel_engine``: ``"megatron"`` (default: Megatron's DDP and
     distributed optimizer) or ``"fsdp2"`` (PyTorch's ``fully_shard`` as torchtitan applies
     it: with ``zero`` 3 every block resharded after forward, with 2 not; per-unit gathers and
-    reduce-scatters prefetched one unit ahead; :mod:`dtbook.plan.terms`, FSDP2 section);
+    reduce-scatters prefetched one unit ahead; :mod:`dtbook.plan.terms.fsdp2`);
     ``hsdp_replicas``: FSDP2's replicate degree (HSDP), 1 by default; ``fsdp_float8_all_gather``:
     FSDP2 gathers torchao's float8 linear weights in 1 byte (needs ``dtype="fp8"``).
     ``first_stage_layers``, ``last_stage_layers``: layers on the first and last pipeline stage

@@ -37,9 +37,9 @@ What the training stack did is taken from the run's recorded ``software``
 * ``"llama3"``, ``"nemo"``, ``"megatron-bridge"``: overlapped reduction, fused
   accumulation, Megatron(-Core)'s schedule;
 * ``"torchtitan"``: PyTorch's FSDP2 (``data_parallel_engine="fsdp2"``: per-block
-  ``fully_shard`` units gathered and reduce-scattered one unit ahead, :mod:`dtbook.plan.terms`'s
-  FSDP2 section), with torchtitan's defaults of its benchmark commit (9dec370): no HSDP
-  (``data_parallel_replicate_degree = 1``), float8 all-gather off
+  ``fully_shard`` units gathered and reduce-scattered one unit ahead,
+  :mod:`dtbook.plan.terms.fsdp2`), with torchtitan's defaults of its benchmark commit
+  (9dec370): no HSDP (``data_parallel_replicate_degree = 1``), float8 all-gather off
   (``--float8.enable_fsdp_float8_all_gather`` is ``store_true``), FP32 reduce-scatter.
 
 Rows the source ran but the planner cannot plan (no configuration of the printed fields
