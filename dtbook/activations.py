@@ -32,6 +32,7 @@ import numpy as np
 import sympy as sp
 
 from . import _validate as check
+from .recompute import RECOMPUTE as _MODES
 
 __all__ = [
     "attention_scores_bytes", "activation_breakdown", "layer_activation_bytes",
@@ -40,7 +41,9 @@ __all__ = [
     "saved_tensors", "SavedTensor", "SavedTensors", "RECOMPUTE", "ATTENTION", "QUADRATIC_TERMS",
 ]
 
-RECOMPUTE = ("none", "selective", "full")
+# the layer-granular modes the breakdown models: the planner's first three
+# (dtbook.recompute.RECOMPUTE; its fourth, op-level, is alternate_matmul_saved_bytes)
+RECOMPUTE = _MODES[:3]
 ATTENTION = ("eager", "flash")
 #: The keys of :func:`activation_breakdown` that grow with s² (the attention matrix).
 QUADRATIC_TERMS = ("softmax_output", "attn_dropout_mask", "attn_dropout_output")

@@ -458,8 +458,9 @@ class Exercise:
             return "a dict {" + ", ".join(f"{k!r}: {v}" for k, v in parts.items()) + "}" + (
                 how if with_unit else "") + computed
         if isinstance(parts, tuple):
-            listed = (f"of {len(parts)}, each {parts[0]}" if len(parts) > 2 and len(set(parts)) == 1
-                      else f"({', '.join(parts)})")   # one form said once, not n times
+            # one form said once, not n times; a unit as "each in GB", a kind as "each a ..."
+            listed = (f"of {len(parts)}, each {'in ' if with_unit else ''}{parts[0]}"
+                      if len(parts) > 2 and len(set(parts)) == 1 else f"({', '.join(parts)})")
             return f"a tuple {listed}" + (how if with_unit else "") + computed
         if with_unit:
             return f"a number in {parts}, or a string with its unit" + computed

@@ -262,7 +262,7 @@ def device_memory(params, layers, hidden, heads, vocab, *, batch, seq, ffn_hidde
     if not _symbolic(fragmentation) and not fragmentation < 1:
         raise ValueError(f"fragmentation must be a share below 1, got {fragmentation!r}")
     if isinstance(recompute, str):
-        if recompute not in ("none", "selective", "full"):
+        if recompute not in act.RECOMPUTE:
             raise ValueError("recompute must be 'none', 'selective', 'full' or a whole "
                              f"number k of layers per checkpoint, got {recompute!r}")
         k = 1 if recompute == "full" else None

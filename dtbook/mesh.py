@@ -267,8 +267,8 @@ def axis_in_node(dims, axis, gpus_per_node):
 
 def axis_members_per_node(dims, axis, gpus_per_node):
     """How many ranks of one group along ``axis`` share a node of ``gpus_per_node``
-    consecutive ranks (chapter 23): ``g / stride`` while the axis's stride is below the node
-    size (at most the axis's size), else 1."""
+    consecutive ranks (chapter 23): ``gpus_per_node / stride`` while the axis's stride is
+    below the node size (at most the axis's size), else 1."""
     dims = _dims(dims)
     check.count("gpus_per_node", gpus_per_node)
     axis_in_node(dims, axis, gpus_per_node)            # checks the axis
@@ -281,11 +281,13 @@ def network_ring_beta(members_per_node, beta_in, beta_out):
     ranks share each node (chapter 23): ``min(members · β_out, β_in)``. NCCL lays one ring per
     channel through the group's GPUs and leaves a node through the NIC of the GPU it exits
     from, its channels spread over the group's NICs, so each NIC carries 1/members of the
-    network traffic; NVLink bounds it (β_in). Its maintainers put a multi-node all-reduce's
-    bus bandwidth at the per-NIC rate times the NICs (NVIDIA/nccl-tests issue #119, "24GB/s is
-    the peak performance per 200G NIC ... so in your case 96GB/s is the target" for four);
-    an all-to-all "cannot aggregate the bandwidth of multiple NICs" (issue #267) and runs at
-    one NIC's β. Arrays broadcast; symbols give ``Min``."""
+    network traffic. Its maintainers put a multi-node all-reduce's bus bandwidth at the
+    per-NIC rate times the NICs (NVIDIA/nccl-tests issue #119, "24GB/s is the peak
+    performance per 200G NIC ... so in your case 96GB/s is the target" for four), more NICs
+    giving more "up to 160GB/s which is the NVLink intra-node bandwidth" of an A800 node
+    (NVIDIA/nccl issue #412): NVLink's ring rate β_in bounds it. An all-to-all "cannot
+    aggregate the bandwidth of multiple NICs" (nccl-tests issue #267) and runs at one NIC's
+    β. Arrays broadcast; symbols give ``Min``."""
     check.count("members_per_node", members_per_node)
     check.positive("beta_in", beta_in)
     check.positive("beta_out", beta_out)
@@ -307,7 +309,7 @@ def axis_link(dims, axis, gpus_per_node, alpha_in, beta_in, alpha_out, beta_out)
     if axis_in_node(dims, axis, gpus_per_node):
         return (alpha_in, beta_in)
     g = axis_members_per_node(dims, axis, gpus_per_node)
-    return (alpha_out, beta_out if g == 1 else float(network_ring_beta(g, beta_in, beta_out)))
+    return (alpha_out, beta_out if g == 1 else network_ring_beta(g, beta_in, beta_out))
 
 
 check.guard_module(globals())  # every public formula checks its arguments (DESIGN.md)

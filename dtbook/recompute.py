@@ -19,9 +19,6 @@ Formulas take numbers, NumPy arrays or SymPy symbols.
 
 from __future__ import annotations
 
-import numpy as np
-import sympy as sp
-
 from . import _validate as check
 
 __all__ = ["RECOMPUTE", "recompute_overhead", "recompute_step_time", "LiveBytes"]

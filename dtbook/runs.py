@@ -496,16 +496,18 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
                    "Float8, full AC; '2D', without AsyncTP)"),
     _tt("torchtitan-llama3-405b-512-1f1b", "llama3-405b", 8, 8, 8, 1, 4, 256, 8192, "fp8", "full",
         100, 82.5, "Table 5 (FSDP 8 x TP 8 x PP 8, local batch 32, global 256, torch.compile + "
-                   "Float8 + AsyncTP, full AC, 1F1B); micro-batch 4: torchtitan's default "
-                   "pipeline_parallel_microbatches, pp = 8 (torchtitan/parallelisms/pipeline_llama.py at "
-                   "9dec370: 'pipeline_parallel_microbatches or parallel_dims.pp')",
+                   "Float8 + AsyncTP, full AC, 1F1B); micro-batch 32 / 8 = 4: torchtitan's "
+                   "default number of micro-batches at 9dec370 is the PP degree, 8 "
+                   "(torchtitan/parallelisms/pipelining_utils.py, build_pipeline_schedule: "
+                   "pipeline_parallel_microbatches None -> pipeline_parallel_degree)",
         printed=_TT_PRINTED | {"vpp"}),
     _tt("torchtitan-llama3-405b-512", "llama3-405b", 8, 8, 8, 1, 4, 256, 8192, "fp8", "full",
         128, 72.7, "Table 5 (the same with interleaved 1F1B); the stages per rank and the "
                    "micro-batches are not printed, so they are torchtitan's defaults at 9dec370: "
                    "two stages per rank for a looped schedule given no split points "
-                   "(torchtitan/parallelisms/pipelining_utils.py, generate_split_points) and "
-                   "pp = 8 micro-batches (pipeline_llama.py), micro-batch 32 / 8 = 4",
+                   "(torchtitan/parallelisms/pipelining_utils.py, generate_split_points: 126 "
+                   "layers over 16 stages, 7 on the first and last, 8 on the others) and "
+                   "pp = 8 micro-batches (build_pipeline_schedule), micro-batch 32 / 8 = 4",
         vpp=2, printed=_TT_PRINTED | {"vpp"}),
     # Megatron-Bridge MoE rows on DGX H100, out of sample (_BRIDGE_MOE_NOTE)
     _bridge_moe("bridge-deepseek-v3-1024", "deepseek-v3", 1024, 2, 8, 4, 64, 1, 8192, "fp8", 1297,

@@ -270,3 +270,5 @@ def test_every_answer_format_names_its_units():
     # seven parts of one form: said once, with the count
     assert get("33.1").answer_format().startswith("a tuple of 7, each one of ['oom'")
     assert get("33.1").answer_format().count("'oom'") == 1
+    assert get("19.1").answer_format().startswith("a tuple of 3, each in GB; a bare number")
+    assert get("05.4").answer_format().startswith("a tuple of 3, each a plain number;")

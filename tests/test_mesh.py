@@ -105,6 +105,9 @@ def test_a_ring_across_nodes_takes_each_members_nic():
     g = sp.Symbol("g", positive=True, integer=True)
     assert mesh.network_ring_beta(g, sp.Symbol("B"), sp.Symbol("b")) == sp.Min(
         g * sp.Symbol("b"), sp.Symbol("B"))
+    # and through axis_link, symbols in: two members of each DP group per node
+    B, b = sp.symbols("B b", positive=True)
+    assert mesh.axis_link((16, 4), 0, 8, 1e-6, B, 2e-6, b) == (2e-6, sp.Min(2 * b, B))
 
 
 # Every shape of 4 and of 8 ranks with at least two axes, plus the flat mesh.

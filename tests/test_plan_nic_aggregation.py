@@ -4,9 +4,9 @@
 import numpy as np
 import pytest
 
-from dtbook import comm, models
+from dtbook import comm, mesh, models
 from dtbook.plan import terms
-from dtbook.plan.terms.communication import group_collective_time
+from dtbook.plan.terms.communication import _replicas_per_node, group_collective_time
 
 GB = 1e9
 BIG = 8 * GB   # nccl-tests' largest buffers: bandwidth-bound
@@ -46,9 +46,23 @@ def test_one_gpu_per_node_is_the_flat_network_ring_and_a_node_is_nvlink():
     assert group_collective_time(job, "allgather", BIG, 8, 8) == pytest.approx(inside)
 
 
-def test_megatron_data_parallel_with_tp8_is_unchanged_and_fsdp_gains():
-    # DP groups follow TP: with TP 8 a group has one GPU per node, with TP 1 eight
+def test_eight_gpus_of_a_group_in_a_node_take_nearly_eight_nics():
+    # TP 8: a DP group has one GPU per node; TP 1: eight, capped by NVLink a little below 8x
     job = _job("h100-sxm")
     one = group_collective_time(job, "allreduce", BIG, 64, 1)
     eight = group_collective_time(job, "allreduce", BIG, 64, 8)
     assert 7.5 < one / eight < 8.0      # 8 NICs, capped by NVLink a little below 8x
+
+
+@pytest.mark.parametrize("tp, cp, dp", [(1, 1, 64), (2, 1, 16), (4, 2, 8), (8, 1, 16),
+                                        (16, 1, 4), (1, 2, 2), (2, 4, 4)])
+def test_the_planners_group_per_node_is_the_meshs(tp, cp, dp):
+    # Megatron-Core's tp-cp-ep-dp-pp order (EP folded into DP for the dense weights),
+    # torchtitan's [pp, dp, cp, tp] mesh: the dp x cp ranks a gradient is reduced over are
+    # one axis of the row-major mesh (pp, dp * cp, tp), counted by chapter 23's formula
+    job = _job("h100-sxm")
+    lay = terms.Layouts.of(dict(tp=[tp], pp=[2], dp=[dp], cp=[cp], ep=[1], vpp=[1],
+                                micro_batch=[1], zero=[1], recompute=[0],
+                                sequence_parallel=[0]), job)
+    planner = min(_replicas_per_node(job, lay)[0], dp * cp)
+    assert planner == mesh.axis_members_per_node((2, dp * cp, tp), 1, job.gpus_per_node)

@@ -250,21 +250,33 @@ def _params(cfg, c):
     return (cfg.num_params() - expert + expert / c["ep"]) / (c["tp"] * c["pp"])
 
 
-def _replica_link(job, c, reps):
+def _replica_link(job, c, reps, stride=None):
     """The link a data-parallel group's ring runs on: NVLink inside a node; across nodes the
-    network through each of the group's GPUs' NICs in a node (its ranks follow TP's), up to
-    NVLink's rate (nccl-tests issue #119)."""
-    per_node = min(max(job.gpus_per_node // c["tp"], 1), reps)
+    network through each of the group's GPUs' NICs in a node (its ranks ``stride`` apart,
+    TP's size by default), up to NVLink's rate (nccl-tests issue #119)."""
+    per_node = min(max(job.gpus_per_node // (stride or c["tp"]), 1), reps)
     if per_node >= reps:
         return job.up_ab
     return job.out_ab[0], min(per_node * job.out_ab[1], job.up_ab[1])
 
 
+def _reduce(job, c, grads, weights, reps, stride=None):
+    link = _replica_link(job, c, max(reps, 2), stride)
+    if c["zero"] >= 1:
+        return (comm.reduce_scatter_time(grads, max(reps, 2), *link)
+                + comm.allgather_time(weights, max(reps, 2), *link))
+    return comm.allreduce_time(grads, max(reps, 2), *link)
+
+
 def test_dp_term_is_chapter_14s_gradient_buffer_and_overlap(case):
+    # the dense weights' gradients over the dp x cp replicas; an MoE model's routed experts'
+    # over their expert-data-parallel copies (dp x cp / ep, ranks tp x cp x ep apart)
     cfg, job, lay, configs, _, _ = case
     params = terms.params_per_gpu(job, lay)
     backward, layers = np.full(len(configs), 0.5), np.full(len(configs), 10.0)
     dp_t = terms.dp_comm(job, lay, backward, layers)
+    expert = ((cfg.layers - cfg.dense_layers) * cfg.experts * cfg.mlp_params(cfg.moe_ffn_hidden)
+              if cfg.is_moe else 0)
     for i, c in enumerate(configs):
         psi = _params(cfg, c)
         assert params[i] == pytest.approx(psi)
@@ -273,12 +285,17 @@ def test_dp_term_is_chapter_14s_gradient_buffer_and_overlap(case):
         grads = data_parallel.gradient_buffer_bytes(held, tp=c["tp"], pp=c["pp"],
                                                     grad_bytes=job.grad_bytes)
         assert grads == pytest.approx(psi * (2 if job.dtype == "fp16" else 4))
-        link = _replica_link(job, c, max(reps, 2))
-        if c["zero"] >= 1:
-            t = (comm.reduce_scatter_time(grads, max(reps, 2), *link)
-                 + comm.allgather_time(2 * psi, max(reps, 2), *link))
-        else:
-            t = comm.allreduce_time(grads, max(reps, 2), *link)
+        tp_pp = c["tp"] * c["pp"]
+        dense = cfg.num_params() - expert
+        t = _reduce(job, c, data_parallel.gradient_buffer_bytes(dense, tp=c["tp"], pp=c["pp"],
+                                                                grad_bytes=job.grad_bytes),
+                    2 * dense / tp_pp, reps)
+        copies = reps / c["ep"]
+        if expert and copies > 1:
+            local = expert / c["ep"]
+            t += _reduce(job, c, data_parallel.gradient_buffer_bytes(
+                local, tp=c["tp"], pp=c["pp"], grad_bytes=job.grad_bytes), 2 * local / tp_pp,
+                copies, c["tp"] * c["cp"] * c["ep"])
         if job.overlap_grad_reduce:
             t = data_parallel.overlapped_step_time(0.5, t, 10) - 0.5
         assert dp_t[i] == pytest.approx(t, abs=1e-15)

@@ -6,6 +6,7 @@ import re
 import pytest
 
 from dtbook import hardware, models, runs
+from dtbook.pipeline_parallel import stage_layers
 from dtbook.units import TFLOP
 
 
@@ -218,10 +219,22 @@ def test_bridge_moe_rows_fold_the_experts(name):
 
 def test_torchtitan_pipeline_rows_use_its_defaults():
     # Table 5 prints neither micro-batches nor stages per rank: torchtitan's defaults at its
-    # benchmark commit are pp micro-batches (pipeline_llama.py) and, for a looped schedule,
-    # two stages per rank (pipelining_utils.generate_split_points)
+    # benchmark commit are pp micro-batches (pipelining_utils.build_pipeline_schedule) and,
+    # for a looped schedule, two stages per rank (pipelining_utils.generate_split_points)
     for name, stages_per_rank in (("torchtitan-llama3-405b-512-1f1b", 1),
                                   ("torchtitan-llama3-405b-512", 2)):
         r = runs.get(name)
         assert r.global_batch // r.dp // r.micro_batch == r.pp, name
         assert r.vpp == stages_per_rank and {"micro_batch", "vpp"} <= r.printed, name
+    # the split the note states, as generate_split_points makes it: base = layers // stages
+    # on the first stage, one more on each middle stage while the remainder lasts
+    r = runs.get("torchtitan-llama3-405b-512")
+    layers, stages = models.get(r.model).layers, r.pp * r.vpp
+    base, extra = divmod(layers, stages)
+    split = [base] + [base + 1 if i < extra else base for i in range(stages - 2)]
+    split.append(layers - sum(split))
+    assert split == stage_layers(layers, stages)            # what the planner splits it as
+    first, middle = split[0], set(split[1:-1])
+    assert split[-1] == first and len(middle) == 1
+    assert (f"{layers} layers over {stages} stages, {first} on the first and last, "
+            f"{middle.pop()} on the others") in r.source

@@ -48,8 +48,9 @@ module; :func:`slowest_stage`) spends, per layer:
   rate (:func:`protocol_efficiency`: 0.82 on the H100's NVLink, 0.77 on the A100's, 0.94 on
   InfiniBand). Where a link has a published bus bandwidth *by message size*
   (:func:`dtbook.hardware.busbw_curve`: the A100's NVSwitch), the TP all-reduce runs at the
-  rate measured for its size instead (:func:`_in_node_allreduce`): a 100 MB all-reduce
-  reaches about three quarters of what gigabyte buffers do;
+  rate measured for its size instead
+  (:func:`~dtbook.plan.terms.communication._in_node_allreduce`): a 100 MB all-reduce reaches
+  about three quarters of what gigabyte buffers do;
 * **CP** (:func:`cp_comm`): a ring pass of K and V blocks
   (:func:`dtbook.sequence_parallel.ring_kv_step_bytes`; ``cp - 1`` transfers forward, twice
   that backward, :func:`dtbook.sequence_parallel.ring_kv_transfers` of production CP),
@@ -67,11 +68,12 @@ module; :func:`slowest_stage`) spends, per layer:
   and combine, forward and backward: :func:`dtbook.moe.layer_alltoall_time`), exposed, on
   NVLink while the EP group sits in one node, else its same-node share on NVLink and the
   rest on the NIC at once; with ``moe_dispatcher="deepep"`` a token crosses the network once
-  per destination node (:func:`_per_node_dispatch_time`), and with ``moe_comm_overlap`` only
-  the all-to-alls' excess over a layer's compute is exposed (DeepSeek's DualPipe, Megatron's
-  ``--overlap-moe-expert-parallel-comm``), the GEMMs then running on the SMs the dispatch
-  kernels leave (:func:`stage_on_free_sms`). The token permutation around the dispatch is
-  memory-bound work (:func:`moe_elementwise_values`).
+  per destination node (:func:`~dtbook.plan.terms.communication._per_node_dispatch_time`),
+  and with ``moe_comm_overlap`` only the all-to-alls' excess over a layer's compute is
+  exposed (DeepSeek's DualPipe, Megatron's ``--overlap-moe-expert-parallel-comm``), the
+  GEMMs then running on the SMs the dispatch kernels leave (:func:`stage_on_free_sms`). The
+  token permutation around the dispatch is memory-bound work
+  (:func:`moe_elementwise_values`).
 
 And per micro-batch:
 
@@ -109,9 +111,13 @@ The pipeline runs ``m`` micro-batches in ``(m + (pp - 1) / vpp)`` micro-batch ti
 * **DP** (:func:`dp_comm`): the gradients of the stage's parameters
   (:func:`dtbook.data_parallel.gradient_buffer_bytes`) are reduced over the ``dp * cp``
   replicas (an all-reduce, or with ZeRO >= 1 a reduce-scatter and later an all-gather of the
-  updated parameters), on the scale-out network. Gradients travel in FP32 unless
-  ``dtype="fp16"`` (Megatron-LM accumulates and reduces BF16 gradients in FP32; Llama 3
-  reduce-scatters in FP32, Dubey et al. 2024 Sec. 3.3.2); parameters in BF16. Overlap rule:
+  updated parameters): on NVLink while the group fits in a node, else on the network through
+  the NICs of the group's ``gpus_per_node / tp`` GPUs in each node (its ranks follow TP's),
+  up to NVLink's rate (:func:`~dtbook.plan.terms.communication.group_collective_time`,
+  :func:`dtbook.mesh.network_ring_beta`; ZeRO-3's gathers and FSDP2's shard group the same).
+  Gradients travel in FP32 unless ``dtype="fp16"`` (Megatron-LM accumulates and reduces BF16
+  gradients in FP32; Llama 3 reduce-scatters in FP32, Dubey et al. 2024 Sec. 3.3.2);
+  parameters in BF16. Overlap rule:
   the reduction runs during the backward of the last micro-batch, bucket by bucket, one
   layer's gradients at a time (chapter 14's :func:`dtbook.data_parallel.
   overlapped_step_time`), so what is exposed is the last bucket when the backward is the

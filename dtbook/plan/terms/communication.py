@@ -11,7 +11,7 @@ from ... import (comm, data_parallel, hardware, mesh, moe, pipeline_parallel,
                   sequence_parallel, tensor_parallel)
 from .job import Job, LayerCompute, Layouts, Seconds, VALUE
 from .compute import _expert_layout, expert_load_factor
-from .footprint import params_per_gpu
+from .footprint import _expert_params_per_gpu, expert_replicas, params_per_gpu
 
 __all__ = ["tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "zero3_comm"]
 
@@ -201,21 +201,34 @@ def _replicas_per_node(job: Job, lay: Layouts, stride=None):
 
 def dp_comm(job: Job, lay: Layouts, backward, layers):
     """The exposed data-parallel reduction of the stage's gradients
-    (:func:`dtbook.data_parallel.gradient_buffer_bytes`, FP32 or FP16) over the ``dp * cp``
-    replicas (:func:`group_collective_time`: NVLink inside a node, across nodes the
-    network through each of the group's NICs there): a ring all-reduce, or with ZeRO >= 1 a reduce-scatter and
-    an all-gather of the BF16 parameters. Overlapped with the last micro-batch's ``backward``
-    of ``layers`` layers bucket by bucket (:func:`dtbook.data_parallel.overlapped_step_time`),
-    or all exposed without ``overlap_grad_reduce``."""
-    held = job.params - job.expert_params + job.expert_params / lay.ep  # one TP x PP group's
-    grads = data_parallel.gradient_buffer_bytes(held, tp=lay.tp, pp=lay.pp,
-                                                grad_bytes=job.grad_bytes)
-    weights = params_per_gpu(job, lay) * VALUE
-    reps, per_node = np.maximum(lay.replicas, 2), _replicas_per_node(job, lay)
-    t = np.where(lay.zero >= 1,
-                 group_collective_time(job, "reduce_scatter", grads, reps, per_node)
-                 + group_collective_time(job, "allgather", weights, reps, per_node),
-                 group_collective_time(job, "allreduce", grads, reps, per_node))
+    (:func:`dtbook.data_parallel.gradient_buffer_bytes`, FP32 or FP16), each over its own
+    group (:func:`group_collective_time`: NVLink inside a node, across nodes the network
+    through each of the group's NICs there): the dense weights' over the ``dp * cp``
+    replicas, the routed experts' over their expert-data-parallel copies
+    (:func:`~dtbook.plan.terms.footprint.expert_replicas`, Megatron-Core's expert data-parallel
+    group, its ranks following the expert mesh's ETP x EP). A ring all-reduce, or with ZeRO >=
+    1 a reduce-scatter and an all-gather of the BF16 parameters. Overlapped with the last
+    micro-batch's ``backward`` of ``layers`` layers bucket by bucket
+    (:func:`dtbook.data_parallel.overlapped_step_time`), or all exposed without
+    ``overlap_grad_reduce``."""
+    def grads(params):      # one TP x PP group's gradient buffer of ``params`` parameters
+        return data_parallel.gradient_buffer_bytes(params, tp=lay.tp, pp=lay.pp,
+                                                   grad_bytes=job.grad_bytes)
+
+    def reduce(buffer, weights, group, per_node):
+        return np.where(lay.zero >= 1,
+                        group_collective_time(job, "reduce_scatter", buffer, group, per_node)
+                        + group_collective_time(job, "allgather", weights, group, per_node),
+                        group_collective_time(job, "allreduce", buffer, group, per_node))
+
+    expert_w = _expert_params_per_gpu(job, lay) * VALUE if job.expert_params else 0.0
+    t = reduce(grads(job.params - job.expert_params), params_per_gpu(job, lay) * VALUE - expert_w,
+               lay.replicas, _replicas_per_node(job, lay))
+    if job.expert_params:   # EDP ranks follow the expert mesh's ETP x EP (_expert_layout)
+        e, copies = job.expert_tensor_parallel, expert_replicas(job, lay)
+        stride = lay.tp * lay.cp * lay.ep if e is None else e * lay.ep
+        t = t + np.where(copies > 1, reduce(grads(job.expert_params / lay.ep), expert_w, copies,
+                                            _replicas_per_node(job, lay, stride)), 0.0)
     if job.overlap_grad_reduce:
         t = data_parallel.overlapped_step_time(backward, t, layers) - backward
     return np.where(lay.replicas > 1, t, 0.0)

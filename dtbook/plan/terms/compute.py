@@ -21,11 +21,12 @@ __all__ = ["attention_compute", "expert_load_factor", "mlp_compute", "layer_comp
 def layer_compute(job: Job, lay: Layouts) -> LayerCompute:
     """Forward GEMMs and attention core of one (mean) layer, one micro-batch, one GPU
     (the notes of :mod:`dtbook.plan.terms`), with each kind of layer apart in ``kinds``
-    (:class:`LayerKinds`): the attention of each window (:func:`attention_compute`) and the dense and MoE MLPs
-    (:func:`mlp_compute`), the GEMMs at the shapes :func:`dtbook.flops.block_gemms` gives
-    (MLA's low-rank projections, the routed experts' grouped GEMMs) timed by
-    :func:`dtbook.plan.gemm.matmul_time`. The mean weighs each kind by its count of layers;
-    :func:`slowest_stage` adds up the kinds a stage actually holds."""
+    (:class:`LayerKinds`): the attention of each window (:func:`attention_compute`) and the
+    dense and MoE MLPs (:func:`mlp_compute`), the GEMMs at the shapes
+    :func:`dtbook.flops.block_gemms` gives (MLA's low-rank projections, the routed experts'
+    grouped GEMMs) timed by :func:`dtbook.plan.gemm.matmul_time`. The mean weighs each kind
+    by its count of layers; :func:`~dtbook.plan.terms.stages.slowest_stage` adds up the
+    kinds a stage actually holds."""
     cfg = job.cfg
     L = cfg.layers
     attention = {w: attention_compute(job, lay, w) for w, _ in _windows(cfg)}

@@ -43,13 +43,14 @@ torchtitan applies it (torchtitan/parallelisms/parallelize_llama.py ``apply_fsdp
   ``reshard_after_forward=False`` (ZeRO column 2, or PP) every unit of the stage.
 
 Not modelled: ``torch.compile``'s effect is the planner's fused elementwise model (one read
-and one write per op, :func:`elementwise`), which compiled blocks reach and eager PyTorch
-(several kernels per RMSNorm in FP32) does not, so eager runs are not predicted; the
-copy-in/copy-out kernels around each collective; torchao's separate amax pass before each
-float8 cast (the casts themselves are costed as Transformer Engine's cast-transpose,
-:func:`fp8_cast_bytes`; the float8 GEMMs run at the FP8 ceiling, ``dtype="fp8"``). torchtitan's
-op-level selective recompute (every second matmul recomputed, the attention output kept)
-is ``recompute="selective-op"`` (:func:`recompute`).
+and one write per op, :func:`~dtbook.plan.terms.memory_bound.elementwise`), which compiled
+blocks reach and eager PyTorch (several kernels per RMSNorm in FP32) does not, so eager runs
+are not predicted; the copy-in/copy-out kernels around each collective; torchao's separate
+amax pass before each float8 cast (the casts themselves are costed as Transformer Engine's
+cast-transpose, :func:`~dtbook.plan.terms.memory_bound.fp8_cast_bytes`; the float8 GEMMs run
+at the FP8 ceiling, ``dtype="fp8"``). torchtitan's op-level selective recompute (every
+second matmul recomputed, the attention output kept) is ``recompute="selective-op"``
+(:func:`~dtbook.plan.terms.compute.recompute`).
 """
 
 from __future__ import annotations

@@ -180,7 +180,7 @@ class LayerCompute(NamedTuple):
     (``linear``, forward), the attention core forward and backward (``core``,
     ``core_backward``), and the logits GEMM forward (``logits``); ``kinds``, each kind of
     layer apart (:class:`LayerKinds`); ``op_again``, the forward of the matmuls op-level
-    selective recompute re-runs (:func:`_op_recomputed`)."""
+    selective recompute re-runs (:func:`~dtbook.plan.terms.compute._op_recomputed`)."""
 
     linear: np.ndarray
     core: np.ndarray
@@ -237,7 +237,7 @@ class LayerKinds(NamedTuple):
     core_backward)`` of the attention half of a block, ``mlp`` maps ``False`` (a dense MLP)
     and ``True`` (a mixture of experts) to the linear forward of the MLP half; ``op_again``
     maps ``"attention"`` and each MLP kind to the forward of the matmuls op-level selective
-    recompute re-runs in that half (:func:`_op_recomputed`)."""
+    recompute re-runs in that half (:func:`~dtbook.plan.terms.compute._op_recomputed`)."""
 
     attention: dict
     mlp: dict

@@ -121,9 +121,10 @@ def fp8_cast_bytes(job: "Job", lay: "Layouts"):
     value; where a norm feeds the GEMM (``_NORM_FED``) the norm writes FP8 itself, a byte
     less than the BF16 it would write, and the transpose reads and writes one byte: 1 more.
     Backward casts and transposes each GEMM's output gradient the same way: 4 per value.
-    Input and output widths per GPU follow the TP placement of :func:`_gemm_seconds`; the
-    routed experts' rows are each token's k copies (times :func:`expert_load_factor`). The
-    router stays BF16; the weights' casts, once per step, are left out."""
+    Input and output widths per GPU follow the TP placement of
+    :func:`~dtbook.plan.terms.compute._gemm_seconds`; the routed experts' rows are each
+    token's k copies (times :func:`expert_load_factor`). The router stays BF16; the weights'
+    casts, once per step, are left out."""
     cfg, tp = job.cfg, lay.tp
     etp, routed, _ = _expert_layout(job, lay)
 

@@ -74,13 +74,14 @@ def slowest_stage(job: Job, lay: Layouts, layer: LayerCompute) -> Stage:
     (:func:`_rank_profiles`, :func:`dtbook.pipeline_parallel.stage_layers`: even, Llama 3's
     and DeepSeek's lighter first and last stage, or ``first_stage_layers`` /
     ``last_stage_layers`` as given) adds up the compute of the kinds of block it holds
-    (:class:`LayerKinds`: full or windowed attention, dense or MoE MLP); the last also runs
-    the logits (forward once, backward twice) and, for a model with multi-token prediction
-    (DeepSeek-V3, ``mtp_layers``), each MTP module: one more block like the last, its
-    2h -> h projection and the logits again (DeepSeek-V3 report, Sec. 2.2). The busiest
-    decides, its compute and its MoE layers' all-to-alls (:func:`ep_comm`, which only a rank
-    with more MoE layers pays more of) together; ties go to the rank without the logits. The
-    MTP modules count as blocks of the last rank (``layers``, ``moe``)."""
+    (:class:`~dtbook.plan.terms.job.LayerKinds`: full or windowed attention, dense or MoE
+    MLP); the last also runs the logits (forward once, backward twice) and, for a model with
+    multi-token prediction (DeepSeek-V3, ``mtp_layers``), each MTP module: one more block
+    like the last, its 2h -> h projection and the logits again (DeepSeek-V3 report, Sec.
+    2.2). The busiest decides, its compute and its MoE layers' all-to-alls
+    (:func:`~dtbook.plan.terms.communication.ep_comm`, which only a rank with more MoE
+    layers pays more of) together; ties go to the rank without the logits. The MTP modules
+    count as blocks of the last rank (``layers``, ``moe``)."""
     cfg, kinds = job.cfg, layer.kinds
     n = np.broadcast(lay.pp, lay.vpp, layer.linear).shape
     attn = [kinds.attention[w] for w, _ in _windows(cfg)]
