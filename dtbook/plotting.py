@@ -38,14 +38,17 @@ _STYLE = {
 
 
 class EnoughLogTicks(ticker.LogLocator):
-    """Decade ticks where the axis spans decades, and 1-2-5 ticks within them where it spans
-    fewer than two, so every log axis carries at least three labelled ticks."""
+    """Decade ticks where the axis holds three powers of ten or more, and 1-2-5 ticks where
+    it holds fewer (2 to 500 holds only 10 and 100), so every log axis carries at least
+    three labelled ticks."""
 
     def tick_values(self, vmin, vmax):
-        if vmin > 0 and vmax > 0 and math.log10(max(vmin, vmax) / min(vmin, vmax)) < 2:
-            self._subs = np.array([1.0, 2.0, 5.0])
-        else:
-            self._subs = np.array([1.0])
+        self._subs = np.array([1.0])
+        if vmin > 0 and vmax > 0:
+            lo, hi = sorted((vmin, vmax))
+            powers = math.floor(math.log10(hi) + 1e-9) - math.ceil(math.log10(lo) - 1e-9) + 1
+            if powers < 3:
+                self._subs = np.array([1.0, 2.0, 5.0])
         return super().tick_values(vmin, vmax)
 
 

@@ -56,3 +56,10 @@ def test_explorer_rejects_bad_controls(spec, msg):
 def test_explorer_names_unknown_parameters():
     with pytest.raises(ValueError, match="nope"):
         widgets.explorer(lambda x=1: None, nope=(0, 1, 1, 0))
+
+
+@pytest.mark.parametrize("lo, hi", [(2, 500), (0.8, 100), (3, 40), (1e3, 1e9), (0.02, 0.5)])
+def test_every_log_axis_has_three_labelled_ticks(lo, hi):
+    # 2 to 500 holds only two powers of ten: the locator adds 2s and 5s there
+    ticks = [x for x in plotting.EnoughLogTicks(base=10).tick_values(lo, hi) if lo <= x <= hi]
+    assert len(ticks) >= 3, ticks
