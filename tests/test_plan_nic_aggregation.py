@@ -66,3 +66,19 @@ def test_the_planners_group_per_node_is_the_meshs(tp, cp, dp):
                                 sequence_parallel=[0]), job)
     planner = min(_replicas_per_node(job, lay)[0], dp * cp)
     assert planner == mesh.axis_members_per_node((2, dp * cp, tp), 1, job.gpus_per_node)
+
+
+def test_a_tp_group_wider_than_a_node_rings_over_its_nics():
+    # TP 16 on nodes of 8: each node holds eight of the group, whose rings leave through
+    # eight NICs (chapter 15's layer time on that link)
+    from dtbook import tensor_parallel
+    cfg = models.get("llama3-70b")
+    job = terms.Job.make(cfg, gpu="h100-sxm", seq=4096, global_batch=64)
+    cols = dict(tp=[16.0], pp=[1.0], dp=[4.0], cp=[1.0], ep=[1.0], vpp=[1.0], micro_batch=[1.0],
+                zero=[1.0], recompute=[0.0], sequence_parallel=[1.0])
+    lay = terms.Layouts.of({k: np.array(v) for k, v in cols.items()}, job)
+    link = job.out_ab[0], min(8 * job.out_ab[1], job.up_ab[1])
+    want = tensor_parallel.layer_comm_time(1, 4096, cfg.hidden, 16, *link)
+    assert terms.tp_comm(job, lay).total[0] == pytest.approx(want)
+    one_nic = tensor_parallel.layer_comm_time(1, 4096, cfg.hidden, 16, *job.out_ab)
+    assert want < one_nic / 6         # eight NICs, NVLink-capped, plus the ring's latency

@@ -35,11 +35,13 @@ def tp_comm(job: Job, lay: Layouts) -> Seconds:
     forward's again; op-level recompute saves the reduce-scatters and re-runs the forward's
     all-gathers, half its collectives with sequence parallelism, all of them without), each
     a ring all-reduce of :func:`dtbook.tensor_parallel.activation_bytes` over NVLink (at the
-    busbw measured for its size where published) or the scale-out link."""
+    busbw measured for its size where published) or, for a TP group wider than a node, across
+    nodes through each of its GPUs' NICs (:func:`group_collective_time`, TP innermost: a
+    whole node of it in each)."""
     n = tensor_parallel.activation_bytes(lay.mb, job.seq / lay.cp, job.cfg.hidden,
                                          bytes_per_element=VALUE)
     t = np.where(lay.tp <= job.gpus_per_node, _in_node_allreduce(n, lay.tp, job.up, *job.up_ab),
-                 comm.allreduce_time(n, lay.tp, *job.out_ab))
+                 group_collective_time(job, "allreduce", n, lay.tp, job.gpus_per_node))
     forward = tensor_parallel.allreduces_per_layer(backward=False)
     op_level = np.where(lay.sp == 1, forward / 2, forward)
     again = np.select([lay.rc == 2, lay.rc == 3], [forward, op_level], 0)
