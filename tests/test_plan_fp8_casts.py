@@ -35,8 +35,9 @@ def test_a_dense_blocks_casts():
     assert f[0] == pytest.approx(fwd) and b[0] == pytest.approx(bwd)
     # the elementwise term carries them at the HBM bandwidth; BF16 has none
     _, bf16_job, _ = _setup("llama3-70b", (4, 1, 64, 1, 1, 1, 1, 1, "none", 1), "bf16")
-    extra = terms.elementwise(job, lay).forward - terms.elementwise(bf16_job, lay).forward
-    assert extra[0] == pytest.approx(fwd / job.hbm)
+    ew, bf16_ew = terms.elementwise(job, lay), terms.elementwise(bf16_job, lay)
+    assert (ew.forward - bf16_ew.forward)[0] == pytest.approx(fwd / job.hbm)
+    assert (ew.backward - bf16_ew.backward)[0] == pytest.approx(bwd / job.hbm)
 
 
 def test_an_moe_blocks_casts_run_over_the_routed_rows():

@@ -30,9 +30,9 @@ def _units():
 def _shard_link(job, dp):
     """NVLink inside a node; across nodes the network through the eight GPUs' NICs of each
     node, up to NVLink's rate (terms.communication.group_collective_time)."""
-    if dp <= 8:
+    if dp <= job.gpus_per_node:
         return job.up_ab
-    return job.out_ab[0], min(8 * job.out_ab[1], job.up_ab[1])
+    return job.out_ab[0], min(job.gpus_per_node * job.out_ab[1], job.up_ab[1])
 
 
 @pytest.mark.parametrize("dp", [8, 128])

@@ -82,3 +82,51 @@ def test_a_tp_group_wider_than_a_node_rings_over_its_nics():
     assert terms.tp_comm(job, lay).total[0] == pytest.approx(want)
     one_nic = tensor_parallel.layer_comm_time(1, 4096, cfg.hidden, 16, *job.out_ab)
     assert want < one_nic / 6         # eight NICs, NVLink-capped, plus the ring's latency
+
+
+def test_the_expert_data_parallel_group_follows_the_expert_mesh():
+    # MoE parallel folding with ETP 1 under TP 2 (the Megatron-Bridge rows): the experts'
+    # gradients, split over ETP (not TP), reduce over their dp / ep * tp copies, whose ranks
+    # are ETP x EP = 4 apart in the expert mesh (pp, edp, ep, etp): two of them in a node
+    from dtbook import data_parallel
+    cfg = models.get("mixtral-8x7b")
+    job = terms.Job.make(cfg, gpu="h100-sxm", seq=4096, global_batch=256,
+                         expert_tensor_parallel=1, overlap_grad_reduce=False)
+    tp, pp, dp, ep = 2, 1, 16, 4
+    cols = dict(tp=[tp], pp=[pp], dp=[dp], cp=[1], ep=[ep], vpp=[1], micro_batch=[1], zero=[1],
+                recompute=[0], sequence_parallel=[1])
+    lay = terms.Layouts.of({k: np.array(v, dtype=float) for k, v in cols.items()}, job)
+    expert = (cfg.layers - cfg.dense_layers) * cfg.experts * cfg.mlp_params(cfg.moe_ffn_hidden)
+    dense = cfg.num_params() - expert
+
+    def reduce(params, split, group, per_node):
+        link = job.out_ab[0], mesh.network_ring_beta(per_node, job.up_ab[1], job.out_ab[1])
+        grads = data_parallel.gradient_buffer_bytes(params, tp=split, pp=pp,
+                                                    grad_bytes=job.grad_bytes)
+        return (comm.reduce_scatter_time(grads, group, *link)
+                + comm.allgather_time(2 * params / (split * pp), group, *link))
+
+    copies = tp * dp // ep
+    per_node = mesh.axis_members_per_node((pp, copies, ep, 1), 1, job.gpus_per_node)
+    assert (copies, per_node) == (8, 2)
+    want = (reduce(dense, tp, dp, mesh.axis_members_per_node((pp, dp, tp), 1, 8))
+            + reduce(expert / ep, 1, copies, per_node))
+    got = terms.dp_comm(job, lay, np.zeros(1), np.full(1, float(cfg.layers)))
+    assert got[0] == pytest.approx(want)
+
+
+def test_zero3_gathers_through_each_replicas_nic():
+    # ZeRO-3 under TP 2 across nodes: four GPUs of each DP group in a node, four NICs
+    job = _job("h100-sxm")
+    tp, dp = 2, 32
+    cols = dict(tp=[tp], pp=[1], dp=[dp], cp=[1], ep=[1], vpp=[1], micro_batch=[1], zero=[3],
+                recompute=[0], sequence_parallel=[1])
+    lay = terms.Layouts.of({k: np.array(v, dtype=float) for k, v in cols.items()}, job)
+    params = terms.params_per_gpu(job, lay)
+    per_node = mesh.axis_members_per_node((1, dp, tp), 1, job.gpus_per_node)
+    assert per_node == 4
+    link = job.out_ab[0], mesh.network_ring_beta(per_node, job.up_ab[1], job.out_ab[1])
+    gather = comm.allgather_time(2 * params[0], dp, *link)
+    micro_batches = job.global_batch / dp
+    got = terms.zero3_comm(job, lay, params, np.zeros(1))
+    assert got[0] == pytest.approx(micro_batches * 2 * gather)

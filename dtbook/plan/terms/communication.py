@@ -229,7 +229,11 @@ def dp_comm(job: Job, lay: Layouts, backward, layers):
     if job.expert_params:   # EDP ranks follow the expert mesh's ETP x EP (_expert_layout)
         e, copies = job.expert_tensor_parallel, expert_replicas(job, lay)
         stride = lay.tp * lay.cp * lay.ep if e is None else e * lay.ep
-        t = t + np.where(copies > 1, reduce(grads(job.expert_params / lay.ep), expert_w, copies,
+        # an expert's gradients are split over its ETP ranks, as its weights (expert_w)
+        buffer = data_parallel.gradient_buffer_bytes(job.expert_params / lay.ep,
+                                                     tp=_expert_layout(job, lay)[0], pp=lay.pp,
+                                                     grad_bytes=job.grad_bytes)
+        t = t + np.where(copies > 1, reduce(buffer, expert_w, copies,
                                             _replicas_per_node(job, lay, stride)), 0.0)
     if job.overlap_grad_reduce:
         t = data_parallel.overlapped_step_time(backward, t, layers) - backward
