@@ -94,7 +94,8 @@ class PublishedRun:
     errors :func:`dtbook.plan.summary` reports apart from the rows the planner was built
     against. ``moe_dispatcher``, ``moe_comm_overlap`` and ``expert_tensor_parallel`` are the
     MoE settings the source's scripts set (:func:`dtbook.plan.estimate`'s keywords of the same
-    names; ``None``: not set).
+    names; ``None``: not set); ``fsdp_float8_all_gather`` whether a torchtitan run's command
+    gathered its float8 weights in 1 byte (``estimate``'s keyword of that name).
     """
 
     name: str
@@ -133,6 +134,7 @@ class PublishedRun:
     moe_dispatcher: str = "alltoall"
     moe_comm_overlap: bool = False
     expert_tensor_parallel: int | None = None
+    fsdp_float8_all_gather: bool = False
 
     def __post_init__(self) -> None:
         if self.printed is not None:
@@ -236,15 +238,32 @@ _GIB = 2 ** 30
 
 
 def _tt(name, model, tp, pp, dp, cp, mb, batch, seq, dtype, recompute, tokens, gib, where,
-        vpp=1, printed=_TT_PRINTED):
+        vpp=1, printed=_TT_PRINTED, gpu="h100-sxm", document=_TT, note=_TT_NOTE,
+        fsdp_float8_all_gather=False):
     return PublishedRun(
-        name=name, model=model, gpu="h100-sxm", gpus=tp * pp * dp * cp, tp=tp, pp=pp, dp=dp,
+        name=name, model=model, gpu=gpu, gpus=tp * pp * dp * cp, tp=tp, pp=pp, dp=dp,
         cp=cp, vpp=vpp, micro_batch=mb, global_batch=batch, seq=seq, recompute=recompute,
         sequence_parallel=tp > 1, zero=3, dtype=dtype, tokens_per_gpu=tokens,
-        memory_per_gpu=gib * _GIB, convention="tokens", peak=hardware.get("h100-sxm").peak(dtype),
-        source=_TT + ", " + where + f": {tokens:,} tokens/s per GPU, {gib} GiB",
-        note=_TT_NOTE, printed=printed | ({"vpp"} if pp == 1 else set()), software="torchtitan",
-        out_of_sample=True)
+        memory_per_gpu=gib * _GIB, convention="tokens", peak=hardware.get(gpu).peak(dtype),
+        source=document + ", " + where + f": {tokens:,} tokens/s per GPU, {gib} GiB",
+        note=note, printed=printed | ({"vpp"} if pp == 1 else set()), software="torchtitan",
+        out_of_sample=True, fsdp_float8_all_gather=fsdp_float8_all_gather)
+
+
+# torchtitan on standard 700 W parts, out of sample: the same stack off the Grand Teton card
+_TT_H200 = ("torchtitan benchmark 'llama3-8b_h200_202506_trainy-whitefiber.md' (github.com/"
+            "pytorch/torchtitan benchmarks/, June 2025, by Trainy on WhiteFiber: torch "
+            "2.8.0a0+5228986c39 of NGC 25.05, torchao 0afa4c1, torchtitan e7c0cae)")
+_TT_H200_NOTE = ("Hosts of 8 H200 with NVLink and a 400 Gb/s ConnectX-7 RDMA NIC per GPU (the "
+                 "source); it prints no power limit, so the row is planned on the catalog's "
+                 "H200 SXM (700 W). The source's command: torchtitan's llama3_8b.toml at "
+                 "e7c0cae (sequence 8,192, selective_ac_option 'op': recompute "
+                 "'selective-op'; FSDP over every GPU, data_parallel_replicate_degree 1), "
+                 "local batch 2, torch.compile, torchao Float8 linears with "
+                 "enable_fsdp_float8_all_gather (the planner's fsdp_float8_all_gather), "
+                 "precompute_float8_dynamic_scale_for_fsdp and "
+                 "force_recompute_fp8_weight_in_bwd. Tokens/s and memory are one reading, at "
+                 "the 100th step (the source says so).")
 
 
 _BRIDGE_MOE = ("NVIDIA Megatron-Bridge performance summary archive, github.com/NVIDIA-NeMo/"
@@ -267,6 +286,36 @@ _BRIDGE_MOE_NOTE = ("Megatron-Core MoE on DGX H100 with DDP (the table's FSDP 0)
 # reduction (overlap_grad_reduce False on H100). Its recompute_modules ["mla_up_proj", "mlp"]
 # have no planner setting; the row's recompute is left to the planner like the others'.
 _BRIDGE_DSV3_H100 = dict(moe_dispatcher="deepep", moe_comm_overlap=True, overlap_grad_reduce=False)
+
+
+_BRIDGE_DENSE = ("NVIDIA Megatron-Bridge performance summary archive, github.com/NVIDIA-NeMo/"
+                 "Megatron-Bridge docs/performance-summary-archive.md (commit 4ab94dfa), DGX-H100 "
+                 "dense rows")
+_BRIDGE_FSDP_NOTE = ("Megatron-Core with Megatron-FSDP on one DGX H100, FP8 with per-tensor "
+                     "current scaling (Transformer Engine). The table prints FSDP 8 ('FSDP > 0: "
+                     "use FSDP with sharding group size = #GPUs / (TP x PP)'), so ZeRO-3 "
+                     "sharding over the 8 GPUs (zero 3, printed); with Megatron-FSDP the "
+                     "benchmark script turns gradient-accumulation fusion off ('Disabled to "
+                     "avoid functional errors', scripts/performance/configs/llama/"
+                     "llama3_llm_pretrain.py at 97ad8cc6, llama3_8b_pretrain_config_h100). "
+                     "That commit's H100 FP8 preset sets recompute_num_layers 5 (full "
+                     "recompute of 5 of the 32 blocks), which the planner has no setting for, "
+                     "and does not itself set use_megatron_fsdp: the table's FSDP column is "
+                     "taken as printed. Recompute and sequence parallelism are not printed, so "
+                     "plan.validate lets the planner choose them.")
+
+
+def _bridge_fsdp(name, tokens, tflops, where):
+    """A row of the DGX-H100 Llama 3 8B tables: 8 GPUs, Megatron-FSDP over all of them."""
+    return PublishedRun(
+        name=name, model="llama3-8b", gpu="h100-sxm", gpus=8, tp=1, pp=1, dp=8, cp=1,
+        micro_batch=1, global_batch=128, seq=8192, zero=3, dtype="fp8", tokens_per_gpu=tokens,
+        tflops_per_gpu=tflops, convention="nemo-causal", peak=_H100_FP8,
+        source=_BRIDGE_DENSE + f", {where} (8 GPUs, FP8-CS, GBS 128, MBS 1, sequence 8192, "
+                               f"FSDP 8, TP 1, PP 1, CP 1, VP n/a, EP 1, GA 16: {tokens:,} "
+                               f"tokens/s/GPU, {tflops} model TFLOP/s/GPU)",
+        note=_BRIDGE_FSDP_NOTE, printed=_NEMO_PRINTED | {"zero"}, software="megatron-bridge",
+        gradient_accumulation_fusion=False, out_of_sample=True)
 
 
 def _bridge_moe(name, model, gpus, tp, pp, vpp, ep, mb, batch, dtype, tokens, tflops, where,
@@ -509,6 +558,17 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
                    "layers over 16 stages, 7 on the first and last, 8 on the others) and "
                    "pp = 8 micro-batches (build_pipeline_schedule), micro-batch 32 / 8 = 4",
         vpp=2, printed=_TT_PRINTED | {"vpp"}),
+    # the same stack on 700 W H200s (_TT_H200_NOTE): FSDP over 4 and 8 hosts, local batch 2
+    *(_tt(f"torchtitan-llama3-8b-{n}-h200", "llama3-8b", 1, 1, n, 1, 2, 2 * n, 8192, "fp8",
+          "selective-op", tokens, gib, f"'Results' table, NUM_NODES {n // 8} (FSDP {n}, local "
+                                       "batch 2, torch.compile + Float8 with float8 all-gather)",
+          gpu="h200", document=_TT_H200, note=_TT_H200_NOTE, fsdp_float8_all_gather=True)
+      for n, tokens, gib in ((32, 10938, 47.96), (64, 10753, 46.97))),
+    # Llama 3 8B on one DGX H100 with Megatron-FSDP, out of sample (_BRIDGE_FSDP_NOTE)
+    _bridge_fsdp("bridge-llama3-8b-8", 14451, 744,
+                 "section '25.11 NeMo Container', System: DGX-H100, LLAMA3_8B row"),
+    _bridge_fsdp("bridge-llama3-8b-8-2509", 14079, 725,
+                 "section '25.09 NeMo Container', System: DGX-H100, LLAMA3_8B row"),
     # Megatron-Bridge MoE rows on DGX H100, out of sample (_BRIDGE_MOE_NOTE)
     _bridge_moe("bridge-deepseek-v3-1024", "deepseek-v3", 1024, 2, 8, 4, 64, 1, 8192, "fp8", 1297,
                 338, "section '25.09 NeMo Container', DGX-H100 DeepSeek-V3 row", ga=128,
@@ -552,7 +612,7 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
 
 # The documents the rows come from, each named once (reference()).
 _DOCUMENTS = (_N21, _K22, _S22, _L24, _DS24, _README_GPT3, _BLOOM, _NEMO_2407, _BRIDGE_2602, _TT,
-              _BRIDGE_MOE)
+              _BRIDGE_MOE, _TT_H200, _BRIDGE_DENSE)
 
 
 def reference(run: PublishedRun) -> str:

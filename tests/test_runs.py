@@ -110,7 +110,7 @@ def test_sources_cite_documents_not_how_they_were_looked_up():
         for words in ("not reached", "search tool", "second pass", "not stored", "curriculum"):
             assert words not in (r.source + " " + r.note).lower(), (r.name, words)
     # one document per paper, README or performance table
-    assert len({runs.reference(r) for r in runs.runs()}) == 11
+    assert len({runs.reference(r) for r in runs.runs()}) == 13
 
 
 # Issue 22's rows: torchtitan's FSDP2 benchmark and Megatron-Bridge's MoE tables, added after
@@ -119,14 +119,17 @@ TORCHTITAN = {"torchtitan-llama3-8b-8", "torchtitan-llama3-8b-8-fp8", "torchtita
               "torchtitan-llama3-8b-128-fp8", "torchtitan-llama3-8b-cp1",
               "torchtitan-llama3-8b-cp2", "torchtitan-llama3-8b-cp4", "torchtitan-llama3-8b-cp8",
               "torchtitan-llama3-70b-256", "torchtitan-llama3-405b-512-1f1b",
-              "torchtitan-llama3-405b-512"}
+              "torchtitan-llama3-405b-512", "torchtitan-llama3-8b-32-h200",
+              "torchtitan-llama3-8b-64-h200"}
+BRIDGE_FSDP = {"bridge-llama3-8b-8", "bridge-llama3-8b-8-2509"}
 BRIDGE_MOE = {"bridge-deepseek-v3-1024", "bridge-qwen3-235b-256", "bridge-qwen3-30b-16",
               "bridge-gpt-oss-120b-64", "bridge-gpt-oss-120b-64-2604"}
 DEEPSEEK = {"deepseek-v3-2048"}
 
 
 def test_out_of_sample_rows_are_issue_22s():
-    assert {r.name for r in runs.runs() if r.out_of_sample} == TORCHTITAN | BRIDGE_MOE | DEEPSEEK
+    assert ({r.name for r in runs.runs() if r.out_of_sample}
+            == TORCHTITAN | BRIDGE_FSDP | BRIDGE_MOE | DEEPSEEK)
     assert len([r for r in runs.runs() if not r.out_of_sample]) == 31
 
 
@@ -135,10 +138,14 @@ def test_torchtitan_rows(name):
     # FSDP2 (ZeRO-3 sharding) on torchtitan, tokens/s and GiB as the table prints them
     r = runs.get(name)
     assert r.software == "torchtitan" and r.zero == 3 and r.convention == "tokens"
-    assert runs.reference(r) == runs._TT and "Table" in r.source
+    on_h200 = name.endswith("-h200")          # Trainy's table: the same stack on 700 W H200s
+    assert runs.reference(r) == (runs._TT_H200 if on_h200 else runs._TT)
+    assert ("'Results' table" if on_h200 else "Table") in r.source
+    assert r.gpu == ("h200" if on_h200 else "h100-sxm")
+    assert r.fsdp_float8_all_gather == on_h200                   # only Trainy's command sets it
     assert r.tokens_per_gpu and runs.tokens_per_second(r) == r.tokens_per_gpu * r.gpus
     gib = r.memory_per_gpu / 2**30
-    assert 60 < gib < 85 and f"{gib} GiB" in r.source          # the printed reading, in GiB
+    assert 40 < gib < 85 and f"{gib} GiB" in r.source          # the printed reading, in GiB
     assert r.sequence_parallel == (r.tp > 1)                     # torchtitan's TP plan
     assert {"tp", "pp", "dp", "cp", "zero", "recompute"} <= r.printed
     if r.cp == 1 and r.pp == 1:       # Tables 1, 3, 4: global batch = FSDP degree x local batch
@@ -147,6 +154,17 @@ def test_torchtitan_rows(name):
         assert r.micro_batch * r.pp == r.global_batch // r.dp == 32
     with pytest.raises(ValueError, match="tokens"):
         runs.source_flops_per_step(r)
+
+
+@pytest.mark.parametrize("name", sorted(BRIDGE_FSDP))
+def test_bridge_fsdp_rows(name):
+    # Megatron-FSDP over one DGX H100: the table's FSDP 8 is ZeRO-3 over all eight GPUs, and
+    # the benchmark script turns gradient-accumulation fusion off whenever FSDP is on
+    r = runs.get(name)
+    assert r.software == "megatron-bridge" and runs.reference(r) == runs._BRIDGE_DENSE
+    assert (r.gpus, r.dp, r.tp, r.pp, r.zero) == (8, 8, 1, 1, 3) and "FSDP 8" in r.source
+    assert r.gradient_accumulation_fusion is False and "zero" in r.printed
+    assert r.global_batch // (r.dp * r.micro_batch) == 16 and "GA 16" in r.source
 
 
 @pytest.mark.parametrize("name", sorted(BRIDGE_MOE))

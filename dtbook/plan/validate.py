@@ -40,7 +40,8 @@ What the training stack did is taken from the run's recorded ``software``
   ``fully_shard`` units gathered and reduce-scattered one unit ahead,
   :mod:`dtbook.plan.terms.fsdp2`), with torchtitan's defaults of its benchmark commit
   (9dec370): no HSDP (``data_parallel_replicate_degree = 1``), float8 all-gather off
-  (``--float8.enable_fsdp_float8_all_gather`` is ``store_true``), FP32 reduce-scatter.
+  (``--float8.enable_fsdp_float8_all_gather`` is ``store_true``) unless the row's command
+  set it (the run's ``fsdp_float8_all_gather``), FP32 reduce-scatter.
 
 Rows the source ran but the planner cannot plan (no configuration of the printed fields
 passes its constraints or fits) are kept, with ``predicted`` and ``error`` ``None`` and the
@@ -148,7 +149,8 @@ def run_keywords(run) -> dict:
     if getattr(run, "expert_tensor_parallel", None) is not None:
         kw["expert_tensor_parallel"] = run.expert_tensor_parallel
     if getattr(run, "software", "") == "torchtitan":   # FSDP2, torchtitan's defaults (notes)
-        kw.update(data_parallel_engine="fsdp2", hsdp_replicas=1, fsdp_float8_all_gather=False)
+        kw.update(data_parallel_engine="fsdp2", hsdp_replicas=1,
+                  fsdp_float8_all_gather=bool(run.fsdp_float8_all_gather))
     return kw
 
 
