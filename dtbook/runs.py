@@ -597,7 +597,16 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
     _bridge_moe("bridge-qwen3-235b-256", "qwen3-235b-a22b", 256, 2, 8, 4, 32, 1, 2048, "fp8", 1575,
                 233, "section '25.11 NeMo Container', DGX-H100 Qwen3-235B-A22B row", ga=128),
     _bridge_moe("bridge-qwen3-30b-16", "qwen3-30b-a3b", 16, 1, 2, 24, 8, 2, 512, "fp8", 5275, 121,
-                "section '25.11 NeMo Container', DGX-H100 Qwen3-30B-A3B row", ga=32),
+                "section '25.11 NeMo Container', DGX-H100 Qwen3-30B-A3B row", ga=32,
+                note="The same archive prints 5,113 tokens/s/GPU for this model on 16 DGX H100 "
+                     "GPUs at PP 2, VP 12, EP 8, MBS 1, GBS 1024 in its 26.02 table and 9,058 "
+                     "for that same layout in 26.02.01 (row bridge-qwen3-30b-16-vp12): a point "
+                     "release of the software moved it 1.77x, so this 25.11 figure may carry "
+                     "a slowdown fixed since."),
+    _bridge_moe("bridge-qwen3-30b-16-vp12", "qwen3-30b-a3b", 16, 1, 2, 12, 8, 1, 1024, "fp8", 9058,
+                208, "section '26.02.01 NeMo Container', 'Model: Qwen3_30B_a3B', DGX-H100 row"),
+    _bridge_moe("bridge-qwen3-30b-16-ep16", "qwen3-30b-a3b", 16, 1, 1, 1, 16, 1, 1024, "fp8", 8826,
+                203, "section '26.06 NeMo Container', 'Model: Qwen3_30B_a3B', DGX-H100 row"),
     _bridge_moe("bridge-gpt-oss-120b-64", "gpt-oss-120b", 64, 1, 4, 1, 8, 4, 512, "bf16", 5630, 153,
                 "section '25.11 NeMo Container', DGX-H100 GPT-OSS 120B row", ga=2,
                 note="The DGX-B200 row of that table (PP 1, the same GBS and MBS) prints GA 2 "
