@@ -244,10 +244,27 @@ def _tt(name, model, tp, pp, dp, cp, mb, batch, seq, dtype, recompute, tokens, g
         name=name, model=model, gpu=gpu, gpus=tp * pp * dp * cp, tp=tp, pp=pp, dp=dp,
         cp=cp, vpp=vpp, micro_batch=mb, global_batch=batch, seq=seq, recompute=recompute,
         sequence_parallel=tp > 1, zero=3, dtype=dtype, tokens_per_gpu=tokens,
-        memory_per_gpu=gib * _GIB, convention="tokens", peak=hardware.get(gpu).peak(dtype),
-        source=document + ", " + where + f": {tokens:,} tokens/s per GPU, {gib} GiB",
+        memory_per_gpu=None if gib is None else gib * _GIB, convention="tokens",
+        peak=hardware.get(gpu).peak(dtype),
+        source=document + ", " + where + f": {tokens:,} tokens/s per GPU"
+               + ("" if gib is None else f", {gib} GiB"),
         note=note, printed=printed | ({"vpp"} if pp == 1 else set()), software="torchtitan",
         out_of_sample=True, fsdp_float8_all_gather=fsdp_float8_all_gather)
+
+
+# torchtitan's async-TP benchmark on the same Grand Teton hosts: its vanilla-TP columns
+_TT_TP = ("torchtitan benchmark 'asyncTP_llama3_h100_2025-06_torchtitan.md' (github.com/pytorch/"
+          "torchtitan benchmarks/, June 2025: torch 38410cf9, torchao 6243040, torchtitan "
+          "820504e)")
+_TT_TP_NOTE = (_TT_NOTE + " From this table the 'Vanilla TP' column of the bfloat16 and "
+               "float8 tensorwise rows: the async-TP column and the float8 rowwise rows are not "
+               "catalogued (the planner models neither). Sequence 8,192, the commit's "
+               "train_configs seq_len; global batch = local batch x FSDP degree. The table "
+               "prints no memory.")
+_TT_TP_70B = ("Llama3 70b on 256 H100s with FSDP=32, TP=8, torch.compile, full AC, local batch "
+              "size 16")
+_TT_TP_8B = ("Llama3 8b on 64 H100s with FSDP=8, TP=8, torch.compile, per op SAC, local batch "
+             "size 12")
 
 
 # torchtitan on standard 700 W parts, out of sample: the same stack off the Grand Teton card
@@ -558,6 +575,18 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
                    "layers over 16 stages, 7 on the first and last, 8 on the others) and "
                    "pp = 8 micro-batches (build_pipeline_schedule), micro-batch 32 / 8 = 4",
         vpp=2, printed=_TT_PRINTED | {"vpp"}),
+    # FSDP x TP on Grand Teton, the async-TP benchmark's vanilla-TP columns (_TT_TP_NOTE)
+    *(_tt(f"torchtitan-llama3-{size}-tp8-{dtype}", f"llama3-{size}", 8, 1, n // 8, 1, mb,
+          mb * n // 8, 8192, dtype, recompute, tokens, None,
+          f"'{title}' table, '{quant}' row, 'Vanilla TP tokens/sec' column (FSDP {n // 8}, "
+          f"TP 8, local batch {mb}, torch.compile, "
+          f"{'full AC' if recompute == 'full' else 'per op SAC'})",
+          document=_TT_TP, note=_TT_TP_NOTE)
+      for size, n, mb, recompute, title, dtype, quant, tokens in (
+          ("70b", 256, 16, "full", _TT_TP_70B, "bf16", "None (bfloat16)", 597.3),
+          ("70b", 256, 16, "full", _TT_TP_70B, "fp8", "float8 tensorwise", 809.8),
+          ("8b", 64, 12, "selective-op", _TT_TP_8B, "bf16", "None (bfloat16)", 4378),
+          ("8b", 64, 12, "selective-op", _TT_TP_8B, "fp8", "float8 tensorwise", 5078.1))),
     # the same stack on 700 W H200s (_TT_H200_NOTE): FSDP over 4 and 8 hosts, local batch 2
     *(_tt(f"torchtitan-llama3-8b-{n}-h200", "llama3-8b", 1, 1, n, 1, 2, 2 * n, 8192, "fp8",
           "selective-op", tokens, gib, f"'Results' table, NUM_NODES {n // 8} (FSDP {n}, local "
@@ -621,7 +650,7 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
 
 # The documents the rows come from, each named once (reference()).
 _DOCUMENTS = (_N21, _K22, _S22, _L24, _DS24, _README_GPT3, _BLOOM, _NEMO_2407, _BRIDGE_2602, _TT,
-              _BRIDGE_MOE, _TT_H200, _BRIDGE_DENSE)
+              _BRIDGE_MOE, _TT_H200, _BRIDGE_DENSE, _TT_TP)
 
 
 def reference(run: PublishedRun) -> str:

@@ -110,7 +110,7 @@ def test_sources_cite_documents_not_how_they_were_looked_up():
         for words in ("not reached", "search tool", "second pass", "not stored", "curriculum"):
             assert words not in (r.source + " " + r.note).lower(), (r.name, words)
     # one document per paper, README or performance table
-    assert len({runs.reference(r) for r in runs.runs()}) == 13
+    assert len({runs.reference(r) for r in runs.runs()}) == 14
 
 
 # Issue 22's rows: torchtitan's FSDP2 benchmark and Megatron-Bridge's MoE tables, added after
@@ -120,7 +120,9 @@ TORCHTITAN = {"torchtitan-llama3-8b-8", "torchtitan-llama3-8b-8-fp8", "torchtita
               "torchtitan-llama3-8b-cp2", "torchtitan-llama3-8b-cp4", "torchtitan-llama3-8b-cp8",
               "torchtitan-llama3-70b-256", "torchtitan-llama3-405b-512-1f1b",
               "torchtitan-llama3-405b-512", "torchtitan-llama3-8b-32-h200",
-              "torchtitan-llama3-8b-64-h200"}
+              "torchtitan-llama3-8b-64-h200", "torchtitan-llama3-70b-tp8-bf16",
+              "torchtitan-llama3-70b-tp8-fp8", "torchtitan-llama3-8b-tp8-bf16",
+              "torchtitan-llama3-8b-tp8-fp8"}
 BRIDGE_FSDP = {"bridge-llama3-8b-8", "bridge-llama3-8b-8-2509"}
 BRIDGE_MOE = {"bridge-deepseek-v3-1024", "bridge-qwen3-235b-256", "bridge-qwen3-30b-16",
               "bridge-qwen3-30b-16-vp12", "bridge-qwen3-30b-16-ep16",
@@ -140,13 +142,19 @@ def test_torchtitan_rows(name):
     r = runs.get(name)
     assert r.software == "torchtitan" and r.zero == 3 and r.convention == "tokens"
     on_h200 = name.endswith("-h200")          # Trainy's table: the same stack on 700 W H200s
-    assert runs.reference(r) == (runs._TT_H200 if on_h200 else runs._TT)
-    assert ("'Results' table" if on_h200 else "Table") in r.source
+    vanilla_tp = "-tp8-" in name              # the async-TP benchmark's vanilla-TP column
+    document = runs._TT_H200 if on_h200 else runs._TT_TP if vanilla_tp else runs._TT
+    assert runs.reference(r) == document
+    assert ("'Results' table" if on_h200 else "'Vanilla TP tokens/sec' column" if vanilla_tp
+            else "Table") in r.source
     assert r.gpu == ("h200" if on_h200 else "h100-sxm")
     assert r.fsdp_float8_all_gather == on_h200                   # only Trainy's command sets it
     assert r.tokens_per_gpu and runs.tokens_per_second(r) == r.tokens_per_gpu * r.gpus
-    gib = r.memory_per_gpu / 2**30
-    assert 40 < gib < 85 and f"{gib} GiB" in r.source          # the printed reading, in GiB
+    if vanilla_tp:                            # that table prints no memory
+        assert r.memory_per_gpu is None and "GiB" not in r.source and r.tp == 8
+    else:
+        gib = r.memory_per_gpu / 2**30
+        assert 40 < gib < 85 and f"{gib} GiB" in r.source      # the printed reading, in GiB
     assert r.sequence_parallel == (r.tp > 1)                     # torchtitan's TP plan
     assert {"tp", "pp", "dp", "cp", "zero", "recompute"} <= r.printed
     if r.cp == 1 and r.pp == 1:       # Tables 1, 3, 4: global batch = FSDP degree x local batch
