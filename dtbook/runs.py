@@ -575,6 +575,16 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
                    "layers over 16 stages, 7 on the first and last, 8 on the others) and "
                    "pp = 8 micro-batches (build_pipeline_schedule), micro-batch 32 / 8 = 4",
         vpp=2, printed=_TT_PRINTED | {"vpp"}),
+    # Table 6: 4D, the 405B at long sequences, 1F1B, local batch 8 = 8 micro-batches of 1
+    *(_tt(f"torchtitan-llama3-405b-cp{cp}", "llama3-405b", 8, 8, 8 // cp, cp, 1, 8 * (8 // cp),
+          seq, "fp8", "full", tokens, gib,
+          f"Table 6 (FSDP {8 // cp} x TP 8 x PP 8 x CP {cp}, sequence {seq:,}, local batch 8, "
+          "torch.compile + Float8 + AsyncTP, 1F1B, full AC); the global batch is local batch "
+          "x FSDP degree as in Tables 1 to 5, and the local batch runs as pp = 8 micro-batches "
+          "of 1 (build_pipeline_schedule's default, as for Table 5)",
+          printed=_TT_PRINTED | {"vpp"})
+      for cp, seq, tokens, gib in ((1, 32768, 76, 75.3), (2, 65536, 47, 75.9),
+                                   (4, 131072, 31, 77.1), (8, 262144, 16, 84.9))),
     # FSDP x TP on Grand Teton, the async-TP benchmark's vanilla-TP columns (_TT_TP_NOTE)
     *(_tt(f"torchtitan-llama3-{size}-tp8-{dtype}", f"llama3-{size}", 8, 1, n // 8, 1, mb,
           mb * n // 8, 8192, dtype, recompute, tokens, None,

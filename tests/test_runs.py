@@ -122,7 +122,9 @@ TORCHTITAN = {"torchtitan-llama3-8b-8", "torchtitan-llama3-8b-8-fp8", "torchtita
               "torchtitan-llama3-405b-512", "torchtitan-llama3-8b-32-h200",
               "torchtitan-llama3-8b-64-h200", "torchtitan-llama3-70b-tp8-bf16",
               "torchtitan-llama3-70b-tp8-fp8", "torchtitan-llama3-8b-tp8-bf16",
-              "torchtitan-llama3-8b-tp8-fp8"}
+              "torchtitan-llama3-8b-tp8-fp8", "torchtitan-llama3-405b-cp1",
+              "torchtitan-llama3-405b-cp2", "torchtitan-llama3-405b-cp4",
+              "torchtitan-llama3-405b-cp8"}
 BRIDGE_FSDP = {"bridge-llama3-8b-8", "bridge-llama3-8b-8-2509"}
 BRIDGE_MOE = {"bridge-deepseek-v3-1024", "bridge-qwen3-235b-256", "bridge-qwen3-30b-16",
               "bridge-qwen3-30b-16-vp12", "bridge-qwen3-30b-16-ep16",
