@@ -89,7 +89,8 @@ class PublishedRun:
     ``overlap_grad_reduce`` and ``gradient_accumulation_fusion`` what the source says its stack
     did, where it says it (``None``: :mod:`dtbook.plan.validate` dates the software instead);
     ``memory_per_gpu`` the memory the source printed (bytes; torchtitan's is the maximum over
-    GPUs), ``None`` where it prints none; ``out_of_sample`` marks rows added after the
+    GPUs of the caching allocator's peak reservation, ``max_reserved``, which train.py at
+    9dec370 logs), ``None`` where it prints none; ``out_of_sample`` marks rows added after the
     planner's mechanisms for them were written (issue 22: the FSDP2 and MoE rows), whose
     errors :func:`dtbook.plan.summary` reports apart from the rows the planner was built
     against. ``moe_dispatcher``, ``moe_comm_overlap`` and ``expert_tensor_parallel`` are the

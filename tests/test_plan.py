@@ -166,6 +166,12 @@ def test_validation_against_the_stated_target():
     assert set(everything["outside"]) <= deepspeed
     assert plan.summary(everything_rows)["in_sample"] == {
         k: v for k, v in everything.items() if k not in ("in_sample", "out_of_sample")}
+    # memory: the rows that print a per-GPU reading (torchtitan's, the caching allocator's
+    # peak reservation, max_reserved) never read below the bytes the planner counts, to the
+    # reading's rounding
+    read = [r for r in everything_rows if r["reported_memory"]]
+    assert len(read) >= 15
+    assert all(r["memory_per_gpu"] <= 1.01 * r["reported_memory"] for r in read), read
 
 
 def test_summary_reports_out_of_sample_rows_apart():
