@@ -328,9 +328,11 @@ def flagging_hanging_worker(rank, world_size, flag):
 
 
 CTRL_C_SCRIPT = """
-import sys, time
+import faulthandler, signal, sys, time
 import psutil
 from dtbook import dist
+
+faulthandler.register(signal.SIGUSR1, all_threads=True)  # where it is, if it ever hangs
 
 def worker(rank, world_size, flag):
     import torch.distributed as d
@@ -366,10 +368,18 @@ def test_keyboard_interrupt_ends_the_ranks(tmp_path):
             time.sleep(0.05)
         assert flag.exists(), f"the ranks never started: {proc.communicate(timeout=30)}"
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)  # well inside the launch's 120 s timeout
+        try:
+            out, err = proc.communicate(timeout=60)  # well inside the launch's 120 s timeout
+        except subprocess.TimeoutExpired:            # hung: fail with its threads' stacks
+            proc.send_signal(signal.SIGUSR1)
+            time.sleep(2)
+            proc.kill()
+            out, err = proc.communicate(timeout=30)
+            pytest.fail(f"still running 60 s after Ctrl-C; its stacks:\n{err[-4000:]}")
     finally:
         if proc.poll() is None:
             proc.kill()
+        proc.wait(timeout=30)  # reaped: no zombie child left for the tests that count them
     assert "interrupted; left []" in out, (out, err[-2000:])
 
 
