@@ -333,6 +333,13 @@ import psutil
 from dtbook import dist
 
 faulthandler.register(signal.SIGUSR1, all_threads=True)  # where it is, if it ever hangs
+# A terminal's or Jupyter's Python handles SIGINT. A test runner's worker can hand its child
+# SIGINT ignored or blocked (both survive exec: the Ctrl-C then never arrives, as seen under
+# pytest-xdist); say what was inherited, then set what a reader's Python has.
+print("inherited SIGINT:", signal.getsignal(signal.SIGINT),
+      "blocked:", signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, []), file=sys.stderr)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 def worker(rank, world_size, flag):
     import torch.distributed as d
