@@ -99,6 +99,30 @@ def test_fixed_arguments_are_respected():
     assert best and all(b.config["tp"] == 8 and b.config["zero"] == 1 for b in best)
 
 
+def test_zero_fixed_to_the_stages_a_stack_offers():
+    # a sequence of stages: the best over them is the best of the searches fixed to each one
+    kw = dict(gpus=64, global_batch=128, seq=4096, tp=8)
+    both = plan.search("llama3-70b", **kw, zero=(1, 0), top=5)
+    assert both and {b.config["zero"] for b in both} <= {0, 1}
+    each = [b for z in (0, 1) for b in plan.search("llama3-70b", **kw, zero=z, top=5)]
+    assert both[0].step_time == pytest.approx(min(b.step_time for b in each))
+    for bad in ((), (1, 4), (True,), "01"):
+        with pytest.raises(ValueError, match="zero"):
+            plan.search("llama3-70b", **kw, zero=bad)
+
+
+def test_megatron_ddp_rows_choose_only_the_stages_megatron_has():
+    # NeMo and Megatron-Bridge print 'FSDP 0' and no ZeRO stage: DDP with or without the
+    # distributed optimizer (ZeRO 0 or 1), never gradient or parameter sharding
+    names = [r.name for r in runs.runs() if r.software in ("nemo", "megatron-bridge")
+             and "zero" not in runs.printed_fields(r)]
+    assert len(names) >= 10
+    for r in plan.validate(names):
+        assert r["chosen"]["zero"] in (0, 1), r["name"]
+    bridge_fsdp = runs.get("bridge-llama3-8b-8")          # Megatron-FSDP prints its stage
+    assert runs.printed_fields(bridge_fsdp)["zero"] == 3
+
+
 @pytest.mark.parametrize("kwargs, word", [
     (dict(tp=8, pp=2, dp=5), "gpus"),
     (dict(tp=1, pp=40, dp=1, gpus=40), "pp"),   # 40 stages, 32 layers (5 now splits 6,7,7,7,5)

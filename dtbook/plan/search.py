@@ -161,6 +161,21 @@ def _powers(n):
 
 
 # ---------------------------------------------------------------------- the space
+def _rest(fixed):
+    """The values each of :data:`SPACE`'s fields takes: the fixed one, or for ``zero`` the
+    fixed stages when a sequence of them is given (a stack that allows only some: Megatron's
+    DDP, 0 or 1), or every value of the space."""
+    rest = {}
+    for k, v in SPACE.items():
+        if k not in fixed:
+            rest[k] = list(v)
+        elif k == "zero" and isinstance(fixed[k], (tuple, list)):
+            rest[k] = sorted(set(fixed[k]))
+        else:
+            rest[k] = [fixed[k]]
+    return rest
+
+
 def _grid(cfg, gpus, fixed, gpn):
     """The space, listed where it can pass the cheap constraints and counted elsewhere.
 
@@ -175,7 +190,7 @@ def _grid(cfg, gpus, fixed, gpn):
     cp_opts = [fixed["cp"]] if "cp" in fixed else _powers(gpus)
     n_pp = 1 if "pp" in fixed else _tau(facs)
     ep_opts = [fixed["ep"]] if "ep" in fixed else (_divisors(cfg.experts) if cfg.is_moe else [1])
-    rest = {k: [fixed[k]] if k in fixed else list(v) for k, v in SPACE.items()}
+    rest = _rest(fixed)
     weight = len(rest["zero"]) * len(rest["recompute"])        # x 1 sequence-parallel value
     per_split = len(rest["vpp"]) * len(rest["micro_batch"]) * weight
     implicit = [0] * len(_STAGES)
@@ -226,7 +241,7 @@ def _grid(cfg, gpus, fixed, gpn):
 def _expand(cols, fixed):
     """Each listed candidate times every ZeRO stage, recompute mode and the sequence-
     parallel setting, innermost, in the order of the raw product."""
-    rest = {k: [fixed[k]] if k in fixed else list(v) for k, v in SPACE.items()}
+    rest = _rest(fixed)
     rc = [RECOMPUTE.index(r) for r in rest["recompute"]]
     sp = [int(bool(fixed.get("sequence_parallel", True)))]
     mesh = np.meshgrid(np.arange(len(cols["tp"])), rest["zero"], rc, sp, indexing="ij")
@@ -299,8 +314,12 @@ def _check_fixed(fixed):
     for k in ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch"):
         if k in fixed:
             _whole(**{k: fixed[k]})
-    if "zero" in fixed and (isinstance(fixed["zero"], bool) or fixed["zero"] not in (0, 1, 2, 3)):
-        raise ValueError(f"zero must be 0, 1, 2 or 3, got {fixed['zero']!r}")
+    if "zero" in fixed:
+        z = fixed["zero"]
+        stages = list(z) if isinstance(z, (tuple, list)) else [z]
+        if not stages or any(isinstance(v, bool) or v not in (0, 1, 2, 3) for v in stages):
+            raise ValueError(f"zero must be 0, 1, 2 or 3, or a non-empty sequence of them, "
+                             f"got {z!r}")
     if "recompute" in fixed and fixed["recompute"] not in RECOMPUTE:
         raise ValueError(f"recompute must be one of {RECOMPUTE}, got {fixed['recompute']!r}")
 
@@ -440,7 +459,9 @@ def search(model, *, gpus, global_batch, seq, gpu="h100-sxm", top=10, **fixed) -
     """The ``top`` fastest feasible configurations as :class:`Estimate` objects, fastest
     first, ties on step time by memory per GPU (chapter 27). The whole space is scored at
     once with NumPy; only the winners are re-estimated one by one (the same model, so the
-    same numbers)."""
+    same numbers). Any field of the layout can be fixed; ``zero`` also as a sequence of the
+    stages the training stack offers (``zero=(0, 1)``: Megatron's DDP, with or without its
+    distributed optimizer), among which the search chooses."""
     if isinstance(top, bool) or not isinstance(top, (int, np.integer)) or top < 1:
         raise ValueError(f"top must be a whole number >= 1, got {top!r}")
     cfg, gpu, dtype, gpn, cols, out, _, _ = _run(model, gpus, global_batch, seq, gpu, fixed)

@@ -36,6 +36,9 @@ What the training stack did is taken from the run's recorded ``software``
   :func:`fuses_grad_accumulation`), Megatron's pipeline schedule;
 * ``"llama3"``, ``"nemo"``, ``"megatron-bridge"``: overlapped reduction, fused
   accumulation, Megatron(-Core)'s schedule;
+* ``"megatron-lm"``, ``"nemo"``, ``"megatron-bridge"`` where the source prints no ZeRO stage
+  (the NeMo and Bridge tables' "FSDP 0"): Megatron's DDP, with or without its distributed
+  optimizer, so ZeRO 0 or 1 (:func:`zero_stages_of`), never a stage the stack does not have;
 * ``"torchtitan"``: PyTorch's FSDP2 (``data_parallel_engine="fsdp2"``: per-block
   ``fully_shard`` units gathered and reduce-scattered one unit ahead,
   :mod:`dtbook.plan.terms.fsdp2`), with torchtitan's defaults of its benchmark commit
@@ -67,7 +70,7 @@ from .model import estimate, layer_time
 from .search import _diagnose, search
 
 __all__ = ["validate", "validate_layers", "predict_run", "overlaps_grad_reduce", "fuses_grad_accumulation",
-           "pipeline_engine_of", "run_keywords", "TARGET_MEDIAN", "TARGET_WORST", "summary"]
+           "pipeline_engine_of", "zero_stages_of", "run_keywords", "TARGET_MEDIAN", "TARGET_WORST", "summary"]
 
 # The planner's target against published runs, in throughput terms (predicted / reported - 1):
 # the median row within 10 % and every row within 25 %, over every row, dense and MoE, A100
@@ -134,6 +137,23 @@ def pipeline_engine_of(run) -> str:
     return "deepspeed" if getattr(run, "software", "") == "megatron-deepspeed" else "megatron"
 
 
+# Megatron's own data parallelism (Megatron-LM, and Megatron-Core under NeMo and
+# Megatron-Bridge without Megatron-FSDP): DDP, or DDP with the distributed optimizer, which
+# shards the optimizer state and keeps a whole gradient buffer on every rank (Megatron-LM
+# docs/user-guide/features/dist_optimizer.md at d98e8a6: 6 + 12/d bytes per parameter with BF16
+# parameters and FP32 gradients), i.e. ZeRO 1. Gradient (2) and parameter (3) sharding are FSDP's.
+_MEGATRON_DDP = ("megatron-lm", "nemo", "megatron-bridge")
+
+
+def zero_stages_of(run) -> tuple | None:
+    """The ZeRO stages ``run``'s stack offers where its source prints none (chapter 27):
+    ``(0, 1)`` for Megatron's DDP (module notes), ``None`` (every stage) otherwise, and
+    ``None`` when the source printed the stage (the printed value is fixed instead)."""
+    if "zero" in _runs.printed_fields(run):
+        return None
+    return (0, 1) if getattr(run, "software", "") in _MEGATRON_DDP else None
+
+
 def run_keywords(run) -> dict:
     """The :func:`dtbook.plan.search` keywords that describe ``run``'s software and cluster
     (chapter 27): dtype, attention, overlap, fusion, pipeline engine, node, MoE dispatcher."""
@@ -161,15 +181,17 @@ def predict_run(run):
     every layout field is printed and that layout does not fit, its estimate (``fits``
     ``False``). ``ValueError`` naming the constraint no candidate passed otherwise."""
     fixed = _runs.printed_fields(run)
+    stages = zero_stages_of(run)
+    offered = {} if stages is None else {"zero": stages}
     best = search(run.model, gpus=run.gpus, gpu=run.gpu, global_batch=run.global_batch,
-                  seq=run.seq, top=1, **run_keywords(run), **fixed)
+                  seq=run.seq, top=1, **run_keywords(run), **fixed, **offered)
     if best:
         return best[0]
     if set(fixed) == set(_runs.LAYOUT_FIELDS):   # the whole layout printed: its estimate, unfit
         return estimate(run.model, gpus=run.gpus, gpu=run.gpu, global_batch=run.global_batch,
                         seq=run.seq, **run_keywords(run), **fixed)
     why = _diagnose(run.model, gpus=run.gpus, gpu=run.gpu, global_batch=run.global_batch,
-                    seq=run.seq, **run_keywords(run), **fixed)[1]
+                    seq=run.seq, **run_keywords(run), **fixed, **offered)[1]
     raise ValueError(f"{run.name}: {why or 'no configuration of the printed fields fits'}")
 
 
