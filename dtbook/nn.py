@@ -19,6 +19,7 @@ at a time).
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -163,12 +164,18 @@ class LatentAttention(nn.Module):
         return self.o_proj(out)
 
 
+_ACTIVATIONS = {"swiglu": F.silu, "geglu": functools.partial(F.gelu, approximate="tanh"),
+                "gelu": F.gelu, "relu2": lambda y: F.relu(y).square()}
+
+
 class MLP(nn.Module):
-    """SwiGLU: ``down(silu(gate(x)) * up(x))``; GELU: ``down(gelu(up(x)))``."""
+    """Gated (SwiGLU, GeGLU): ``down(act(gate(x)) * up(x))``; plain (GELU, squared ReLU):
+    ``down(act(up(x)))``."""
 
     def __init__(self, cfg: TransformerConfig, width: int):
         super().__init__()
-        self.gated = cfg.mlp == "swiglu"
+        self.gated = cfg.gated_mlp
+        self.act = _ACTIVATIONS[cfg.mlp]
         b = cfg.mlp_bias
         if self.gated:
             self.gate = nn.Linear(cfg.hidden, width, bias=b)
@@ -177,8 +184,8 @@ class MLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.gated:
-            return self.down(F.silu(self.gate(x)) * self.up(x))
-        return self.down(F.gelu(self.up(x)))
+            return self.down(self.act(self.gate(x)) * self.up(x))
+        return self.down(self.act(self.up(x)))
 
 
 class MoE(nn.Module):

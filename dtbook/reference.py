@@ -520,6 +520,7 @@ SOURCE_KEYS = (
     ("Meta-Llama-3", "dubey2024llama3"),
     ("Llama-3.1", "dubey2024llama3"),
     ("arXiv:2407.21783", "dubey2024llama3"),
+    ("arXiv:2406.11704", "nvidia2024nemotron4340b"),
     ("arXiv:2401.04088", "jiang2024mixtral"),
     ("Mixtral-8x22B", "mistral2024mixtral8x22b"),
     ("arXiv:2310.06825", "jiang2023mistral7b"),

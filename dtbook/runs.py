@@ -22,6 +22,12 @@ is known. ``convention`` names it:
   layer for the scores, ``6 h V`` for the head, no recompute; NeMo 24.07 counts the scores
   in full, Megatron-Bridge (25.09 and later) halves them (causal). The printed tokens/s needs
   no convention; the convention only ties the two printed figures together.
+* ``"megatron-2024"``: Megatron-LM's own count as its log prints it in 2024
+  (``num_floating_point_operations``, megatron/training/training.py at df61e60, June 2024):
+  ``12 B s l h^2 ((1 + g/a + s/h) q + f/h k r + V/(2 l h))`` per step, with ``q`` the query
+  width over ``h``, ``g/a`` KV heads over heads, ``f`` the FFN width, ``k`` 1.5 for a gated
+  MLP, ``r`` the experts a token is routed to (1 dense), ``V`` the padded vocabulary; no
+  recompute, attention full. The Nemotron-4 340B report's MFU (989 TFLOP/s);
 * ``"tokens"``: the source prints tokens/s and no FLOP figure this catalog uses (torchtitan's
   benchmark prints no MFU; Megatron-Bridge's MoE tables are compared on tokens/s, whose
   TFLOP/s is not NeMo's dense formula).
@@ -62,7 +68,8 @@ __all__ = ["PublishedRun", "get", "names", "runs", "tokens_per_second", "source_
 LAYOUT_FIELDS = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "zero", "recompute",
                  "sequence_parallel")
 
-_CONVENTIONS = ("megatron-hfu", "megatron-mfu", "llama3", "nemo-full", "nemo-causal", "tokens")
+_CONVENTIONS = ("megatron-hfu", "megatron-mfu", "megatron-2024", "llama3", "nemo-full",
+                "nemo-causal", "tokens")
 # The training stacks the sources name: NVIDIA's Megatron-LM (Narayanan et al. 2021,
 # Korthikanti et al. 2022, its README), Microsoft's and BigScience's Megatron-DeepSpeed
 # (MT-NLG, BLOOM), Meta's own stack for Llama 3, NVIDIA NeMo and Megatron-Bridge (both on
@@ -195,10 +202,11 @@ _BRIDGE_2602 = ("NVIDIA Megatron-Bridge performance summary, 26.02 NeMo containe
                 "github.com/NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md "
                 "(commit 0a25f91), DGX-H100 FP8 rows")
 _NEMO_NOTE = ("FP8 (per-tensor current scaling in 25.11+ tables; Transformer Engine) on DGX H100. "
-              "The table prints GPUs, GBS, MBS, sequence, TP, PP, CP, VP (and FSDP 0: DDP-style "
-              "data parallelism, with or without Megatron's distributed optimizer, which it does "
-              "not say); recompute, sequence parallelism and the ZeRO stage are not printed, so "
-              "plan.validate lets the planner choose them. Tokens/s per GPU is the figure "
+              "The table prints GPUs, GBS, MBS, sequence, TP, PP, CP, VP (and, from 25.09, FSDP "
+              "0: DDP-style data parallelism, with or without a distributed optimizer, which it "
+              "does not say); recompute, sequence parallelism and the ZeRO stage are not "
+              "printed, so plan.validate lets the planner choose them, the stage among those "
+              "the stack has (plan.validate.zero_stages_of). Tokens/s per GPU is the figure "
               "compared; the printed Model TFLOP/sec/GPU is checked against it through NeMo's "
               "formula (tests/test_runs.py). The table prints no MFU: peak is the H100's dense "
               "FP8 figure, for reference only.")
@@ -206,15 +214,24 @@ _NEMO_PRINTED = frozenset({"tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch"})
 _H100_FP8 = hardware.get("h100-sxm").peak("fp8")
 
 
-def _nemo(name, model, gpus, tp, pp, cp, vpp, mb, batch, seq, tokens, tflops, source, convention):
+def _nemo(name, model, gpus, tp, pp, cp, vpp, mb, batch, seq, tokens, tflops, source, convention,
+          out_of_sample=False):
     return PublishedRun(
         name=name, model=model, gpu="h100-sxm", gpus=gpus, tp=tp, pp=pp, cp=cp,
         dp=gpus // (tp * pp * cp), vpp=vpp, micro_batch=mb, global_batch=batch, seq=seq,
         dtype="fp8", tokens_per_gpu=tokens, tflops_per_gpu=tflops, convention=convention,
         peak=_H100_FP8, note=_NEMO_NOTE, printed=_NEMO_PRINTED,
-        software="megatron-bridge" if "Bridge" in source else "nemo",
+        software="megatron-bridge" if "Bridge" in source else "nemo", out_of_sample=out_of_sample,
         source=source + f" ({gpus} GPUs, GBS {batch}, MBS {mb}, sequence {seq}, TP {tp}, PP {pp}, "
                         f"CP {cp}, VP {vpp}: {tokens} tokens/s/GPU, {tflops} model TFLOP/s/GPU)")
+
+
+# Dense rows added in session 25, after every mechanism they use was written: out of sample.
+# The rest of NeMo 24.07's pretraining table (its Nemotron-8B and Nemotron-22B rows are left
+# out: the benchmark's vocabulary for them is not printed), and Nemotron-4 340B's own run.
+_N4 = "NVIDIA 2024, 'Nemotron-4 340B Technical Report', arXiv:2406.11704"
+_N4_LAUNCHER = ("NVIDIA NeMo-Megatron-Launcher launcher_scripts/conf/training/nemotron/"
+                "nemotron_340b.yaml (github.com/NVIDIA/NeMo-Megatron-Launcher, 4550dc9)")
 
 
 # Issue 22's rows, added after the FSDP2 and MoE mechanisms were written: out of sample.
@@ -536,6 +553,33 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
           _NEMO_2407, "nemo-full"),
     _nemo("nemo-llama3-70b-64", "llama3-70b", 64, 4, 4, 2, 5, 1, 128, 8192, 1533, 738,
           _NEMO_2407, "nemo-full"),
+    _nemo("nemo-llama2-7b-8", "llama2-7b", 8, 1, 1, 1, 1, 1, 128, 4096, 16847, 776,
+          _NEMO_2407, "nemo-full", out_of_sample=True),
+    _nemo("nemo-llama2-13b-16", "llama2-13b", 16, 1, 4, 1, 10, 1, 128, 4096, 8646, 754,
+          _NEMO_2407, "nemo-full", out_of_sample=True),
+    _nemo("nemo-llama3-8b-8", "llama3-8b", 8, 1, 1, 2, 1, 1, 128, 8192, 12036, 697,
+          _NEMO_2407, "nemo-full", out_of_sample=True),
+    _nemo("nemo-nemotron4-340b-128", "nemotron4-340b", 128, 8, 8, 1, 12, 1, 32, 4096, 322, 678,
+          _NEMO_2407, "nemo-full", out_of_sample=True),
+    PublishedRun(
+        name="nemotron4-340b-6144", model="nemotron4-340b", gpu="h100-sxm", gpus=6144, tp=8,
+        pp=12, dp=64, vpp=8, micro_batch=1, global_batch=2304, seq=4096, recompute="selective",
+        sequence_parallel=True, dtype="bf16", step_time=8.0, mfu=0.41, convention="megatron-2024",
+        peak=_H100, out_of_sample=True, software="nemo",
+        source=_N4 + ", Sec. 2.3 (768 DGX H100 nodes; 8-way tensor, 12-way pipeline parallelism "
+               "with interleaving, data parallelism) and Table 2, the last stage of the batch "
+               "ramp (data-parallel size 64, 6,144 GPUs, batch 2,304, iteration time 8.0 s, "
+               "MFU 41.0%, 7.6T of the 9T tokens): 2304 x 4096 / 8.0 / 6144 = 192 tokens/s "
+               "per GPU; " + _N4_LAUNCHER + " for the settings the report does not print (768 "
+               "nodes, GBS 2304, MBS 1, TP 8, PP 12, VP 8, sequence 4096, BF16, selective "
+               "recompute, sequence parallelism)",
+        note=("A production run's steady iteration time, not a benchmark's. The report prints "
+              "the layout and batch; the micro-batch, the interleaving depth (VP 8), selective "
+              "recompute, sequence parallelism and BF16 are NVIDIA's published launcher "
+              "configuration for this model at this scale, taken as the run's. The ZeRO stage "
+              "is not printed (Megatron's DDP: 0 or 1, plan.validate.zero_stages_of)."),
+        printed=frozenset({"tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "recompute",
+                           "sequence_parallel"})),
     _nemo("bridge-llama3-70b-64", "llama3-70b", 64, 4, 8, 1, 5, 1, 256, 8192, 1621, 728,
           _BRIDGE_2602 + ", table 'Model: LLAMA3_70B'", "nemo-causal"),
     _nemo("bridge-llama3-405b-1024", "llama3-405b", 1024, 8, 8, 2, 8, 1, 1536, 8192, 311, 784,
@@ -661,7 +705,7 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
 
 # The documents the rows come from, each named once (reference()).
 _DOCUMENTS = (_N21, _K22, _S22, _L24, _DS24, _README_GPT3, _BLOOM, _NEMO_2407, _BRIDGE_2602, _TT,
-              _BRIDGE_MOE, _TT_H200, _BRIDGE_DENSE, _TT_TP)
+              _BRIDGE_MOE, _TT_H200, _BRIDGE_DENSE, _TT_TP, _N4)
 
 
 def reference(run: PublishedRun) -> str:
@@ -714,6 +758,14 @@ def source_flops_per_step(run: PublishedRun) -> float:
     B, s, l, h, V = run.global_batch, run.seq, cfg.layers, cfg.hidden, cfg.vocab
     if run.convention in ("megatron-hfu", "megatron-mfu"):      # with and without recompute
         return megatron_step_flops(B, s, l, h, V, recompute=run.convention == "megatron-hfu")
+    if run.convention == "megatron-2024":
+        # Megatron-LM's num_floating_point_operations at df61e60: GQA, gated MLP, routed experts
+        q = cfg.heads * cfg.head_dim / h
+        routed, width = ((cfg.experts_per_token, cfg.moe_ffn_hidden) if cfg.is_moe
+                         else (1, cfg.ffn_hidden))
+        gated = 1.5 if cfg.gated_mlp else 1.0
+        return 12 * B * s * l * h * h * ((1 + cfg.kv_heads / cfg.heads + s / h) * q
+                                         + width / h * routed * gated + V / (2 * l * h))
     if run.convention in ("nemo-full", "nemo-causal"):
         # NeMo's formulas, written per weight matrix (they reduce to NeMo's gpt3 and llama
         # expressions): 3 x 2 FLOPs per weight per token in q, k, v, o and the MLP, 3 x 4 s h

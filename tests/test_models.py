@@ -84,12 +84,20 @@ def test_published_total_rounded(name):
 
 
 def test_every_catalog_model_has_a_published_check():
-    assert set(models.names()) == set(EXACT_TOTALS) | set(ROUNDED_TOTALS) | {"gpt3-175b"}
+    assert set(models.names()) == (set(EXACT_TOTALS) | set(ROUNDED_TOTALS)
+                                   | {"gpt3-175b", "nemotron4-340b"})
 
 
 def test_published_rounded_new_models():
     # the figures the publishers print, to the digit they print
     assert round(models.get("mistral-7b").num_params() / 1e7) == 724  # HF page "7.24B"
+    # Nemotron-4 340B's report names it "340B": 96 blocks of 2 h^2 (q and o) + 2 x 8 x 192 h (GQA k
+    # and v) + 2 x 4 h^2 (squared-ReLU MLP, no gate), two untied 256,000 x h embeddings
+    n4 = models.get("nemotron4-340b")
+    h = n4.hidden
+    block = 2 * h * h + 2 * h * 8 * 192 + 2 * h * 4 * h + 2 * 2 * h      # two LayerNorms
+    assert n4.num_params() == 96 * block + 2 * 256000 * h + 2 * h   # and the final LayerNorm
+    assert round(n4.num_params() / 1e10) == 34
     qwen = models.get("qwen1.5-moe-a2.7b")
     assert round(qwen.num_params() / 1e8) == 143  # "14.3B parameters in total"
     assert round(qwen.num_active_params() / 1e8) == 27  # "2.7B activated parameters"

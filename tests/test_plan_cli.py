@@ -197,7 +197,8 @@ BASE = ("llama3-70b", "--batch", "1024", "--seq", "4096")
 
 @pytest.mark.parametrize("argv, named", [
     (("--gpus", "0"), None), (("--gpus", "many"), None), (("--gpus", "64", "--tp", "0"), None),
-    (("--gpus", "64", "--zero", "5"), None), (("--gpus", "64", "--recompute", "some"), None),
+    (("--gpus", "64", "--zero", "5"), None), (("--gpus", "64", "--zero", "0,4"), None),
+    (("--gpus", "64", "--recompute", "some"), None),
     (("--gpus", "64", "--attention", "sparse"), None),
     (("--gpus", "64", "--gpu", "tpu-v5"), "--gpu"), (("--gpus", "64", "--gpu", "nvlink4"), "--gpu"),
     (("--gpus", "64", "--gpu", "b200"), "b200"), (("--gpus", "64", "--node", "dgx-z"), "--node"),
@@ -210,6 +211,14 @@ def test_bad_input_is_one_line_naming_it(argv, named):
     assert code == 2
     if named:
         assert named in err and len(err.strip().splitlines()) == 1
+
+
+def test_zero_takes_the_stages_a_stack_offers():
+    # --zero 0,1 searches both stages: its best is the better of --zero 0 and --zero 1
+    args = (*BASE, "--gpus", "64", "--tp", "8", "--top", "1")
+    rows = {z: run(*args, "--zero", z)[1].splitlines()[1].split() for z in ("0", "1", "0,1")}
+    assert rows["0,1"][7] in ("0", "1")
+    assert float(rows["0,1"][9]) == min(float(rows[z][9]) for z in ("0", "1"))
 
 
 def test_b200_is_refused_and_not_offered():

@@ -53,6 +53,17 @@ def test_printed_tokens_and_tflops_agree_through_the_source_formula(name):
     assert abs(wrong / from_tokens - 1) > 0.01
 
 
+def test_nemotron4_mfu_is_megatron_lms_2024_count():
+    # The report prints an iteration time (8.0 s) and an MFU (41.0 %) for its last stage: only
+    # Megatron-LM's own 2024 count (GQA, plain MLP, padded vocabulary) ties them, to 0.4 %
+    r = runs.get("nemotron4-340b-6144")
+    from_time = runs.tokens_per_second(r)
+    assert from_time == 2304 * 4096 / 8.0
+    for convention, close in (("megatron-2024", True), ("megatron-mfu", False), ("llama3", False)):
+        other = dataclasses.replace(r, step_time=None, convention=convention)
+        assert (abs(runs.tokens_per_second(other) / from_time - 1) < 0.005) == close, convention
+
+
 def test_bloom_row_matches_its_log_line():
     # The README's log line prints samples per second (19.561) beside the step time: the
     # global batch over the step time must give it back.
@@ -88,7 +99,7 @@ def test_every_row_names_its_software(name):
               "megatron-bridge" if r.name.startswith("bridge") else
               "torchtitan" if r.name.startswith("torchtitan") else
               "hai-llm" if r.name == "deepseek-v3-2048" else
-              "nemo" if r.name.startswith("nemo") else "megatron-lm")
+              "nemo" if r.name.startswith(("nemo", "nemotron4")) else "megatron-lm")
     assert r.software == expect
     if r.cluster:
         assert hardware.node(r.cluster).accelerator == r.gpu
@@ -110,7 +121,7 @@ def test_sources_cite_documents_not_how_they_were_looked_up():
         for words in ("not reached", "search tool", "second pass", "not stored", "curriculum"):
             assert words not in (r.source + " " + r.note).lower(), (r.name, words)
     # one document per paper, README or performance table
-    assert len({runs.reference(r) for r in runs.runs()}) == 14
+    assert len({runs.reference(r) for r in runs.runs()}) == 15
 
 
 # Issue 22's rows: torchtitan's FSDP2 benchmark and Megatron-Bridge's MoE tables, added after
@@ -130,11 +141,14 @@ BRIDGE_MOE = {"bridge-deepseek-v3-1024", "bridge-qwen3-235b-256", "bridge-qwen3-
               "bridge-qwen3-30b-16-vp12", "bridge-qwen3-30b-16-ep16",
               "bridge-gpt-oss-120b-64", "bridge-gpt-oss-120b-64-2604"}
 DEEPSEEK = {"deepseek-v3-2048"}
+# dense Megatron rows added in session 25: the rest of NeMo 24.07's table and Nemotron-4 340B
+DENSE_LATER = {"nemo-llama2-7b-8", "nemo-llama2-13b-16", "nemo-llama3-8b-8",
+               "nemo-nemotron4-340b-128", "nemotron4-340b-6144"}
 
 
 def test_out_of_sample_rows_are_issue_22s():
     assert ({r.name for r in runs.runs() if r.out_of_sample}
-            == TORCHTITAN | BRIDGE_FSDP | BRIDGE_MOE | DEEPSEEK)
+            == TORCHTITAN | BRIDGE_FSDP | BRIDGE_MOE | DEEPSEEK | DENSE_LATER)
     assert len([r for r in runs.runs() if not r.out_of_sample]) == 31
 
 

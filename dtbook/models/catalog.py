@@ -72,6 +72,18 @@ _CATALOG: dict[str, TransformerConfig] = {c.name: c for c in (
                 "-> FFN width 53248)"),
     ),
     TransformerConfig(
+        name="nemotron4-340b", hidden=18432, layers=96, heads=96, kv_heads=8,
+        ffn_hidden=4 * 18432, vocab=256000, max_seq=4096, mlp="relu2", norm="layernorm",
+        norm_bias=True,
+        source=("NVIDIA 2024, 'Nemotron-4 340B Technical Report', arXiv:2406.11704, Sec. 2.1 "
+                "(96 layers, hidden 18432, 96 heads, 8 KV heads, sequence 4096, vocabulary "
+                "256,000; RoPE, squared-ReLU MLP, no biases, untied input and output "
+                "embeddings); the FFN width 73728 = 4 x 18432 and LayerNorm (weight and bias, "
+                "Megatron's 'layernorm1p') from NVIDIA NeMo's Nemotron4Config340B "
+                "(nemo/collections/llm/gpt/model/nemotron.py at 8cfedd7) and NeMo-Megatron-"
+                "Launcher's conf/training/nemotron/nemotron_340b.yaml (4550dc9)"),
+    ),
+    TransformerConfig(
         name="mixtral-8x7b", hidden=4096, layers=32, heads=32, kv_heads=8, ffn_hidden=14336,
         vocab=32000, max_seq=32768, experts=8, experts_per_token=2, expert_ffn_hidden=14336,
         source=_HF + "mistralai/Mixtral-8x7B-v0.1/blob/main/config.json (Jiang et al. 2024, arXiv:2401.04088)",

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 __all__ = ["TransformerConfig", "tiny"]
 
-_MLP_KINDS = ("swiglu", "geglu", "gelu")  # gated SiLU, gated GELU (Gemma), plain GELU
+_MLP_KINDS = ("swiglu", "geglu", "gelu", "relu2")  # gated SiLU, gated GELU (Gemma), plain GELU,
+# squared ReLU (So et al. 2021, Primer, arXiv:2109.08668; Nemotron-4): relu(x)^2, not gated
 _NORM_KINDS = ("rmsnorm", "layernorm")
 _POSITION_KINDS = ("rotary", "learned", "alibi")
 
@@ -204,7 +205,7 @@ class TransformerConfig:
     @property
     def gated_mlp(self) -> bool:
         """True when the MLP is gated (SwiGLU, GeGLU: gate, up and down, 3 matrices);
-        False for a plain GELU MLP (up and down, 2)."""
+        False for a plain GELU or squared-ReLU MLP (up and down, 2)."""
         return self.mlp in ("swiglu", "geglu")
 
     @property

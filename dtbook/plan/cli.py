@@ -121,7 +121,9 @@ def _parser():
     fix = p.add_argument_group("fix part of the layout (the rest is searched)")
     for name in _FIX:
         fix.add_argument("--" + name.replace("_", "-"), dest=name, type=_whole, default=None)
-    fix.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=None)
+    fix.add_argument("--zero", type=_zero_stages, default=None, metavar="{0,1,2,3}",
+                     help="a ZeRO stage, or the stages a stack offers as a list, e.g. 0,1 "
+                          "(Megatron's DDP and distributed optimizer): the search picks among them")
     fix.add_argument("--recompute", choices=RECOMPUTE, default=None)
     out = p.add_argument_group("output")
     out.add_argument("--top", type=_whole, default=10, help="rows to print (default 10)")
@@ -224,6 +226,16 @@ def _hardware(args):
     return acc.name, node, gpn
 
 
+def _zero_stages(text):
+    """``--zero``: one stage, or a comma-separated list of stages the search chooses among."""
+    parts = [t.strip() for t in text.split(",")]
+    if not all(t in ("0", "1", "2", "3") for t in parts):
+        raise argparse.ArgumentTypeError(f"expected a stage 0, 1, 2 or 3, or a list such as 0,1; "
+                                         f"got {text!r}")
+    stages = tuple(sorted({int(t) for t in parts}))
+    return stages[0] if len(stages) == 1 else stages
+
+
 def _plan(args, err):
     cfg = _model(args)
     if args.seq > cfg.max_seq:
@@ -243,7 +255,7 @@ def _plan(args, err):
         fixed["node"] = node
     fixed["gpus_per_node"] = gpn
     run = dict(gpus=args.gpus, global_batch=args.batch, seq=args.seq, gpu=gpu)
-    if args.explain and {"tp", "pp", "dp"} <= set(fixed):
+    if args.explain and {"tp", "pp", "dp"} <= set(fixed) and not isinstance(args.zero, tuple):
         return cfg, run, fixed, [estimate(cfg, **run, **fixed)]
     return cfg, run, fixed, search(cfg, top=args.top, **run, **fixed)
 

@@ -38,7 +38,8 @@ What the training stack did is taken from the run's recorded ``software``
   accumulation, Megatron(-Core)'s schedule;
 * ``"megatron-lm"``, ``"nemo"``, ``"megatron-bridge"`` where the source prints no ZeRO stage
   (the NeMo and Bridge tables' "FSDP 0"): Megatron's DDP, with or without its distributed
-  optimizer, so ZeRO 0 or 1 (:func:`zero_stages_of`), never a stage the stack does not have;
+  optimizer (ZeRO 0 or 1), and on NeMo 1.x also Apex's ZeRO-2 optimizer
+  (:func:`zero_stages_of`), never a stage the stack does not have;
 * ``"torchtitan"``: PyTorch's FSDP2 (``data_parallel_engine="fsdp2"``: per-block
   ``fully_shard`` units gathered and reduce-scattered one unit ahead,
   :mod:`dtbook.plan.terms.fsdp2`), with torchtitan's defaults of its benchmark commit
@@ -137,21 +138,26 @@ def pipeline_engine_of(run) -> str:
     return "deepspeed" if getattr(run, "software", "") == "megatron-deepspeed" else "megatron"
 
 
-# Megatron's own data parallelism (Megatron-LM, and Megatron-Core under NeMo and
-# Megatron-Bridge without Megatron-FSDP): DDP, or DDP with the distributed optimizer, which
-# shards the optimizer state and keeps a whole gradient buffer on every rank (Megatron-LM
-# docs/user-guide/features/dist_optimizer.md at d98e8a6: 6 + 12/d bytes per parameter with BF16
-# parameters and FP32 gradients), i.e. ZeRO 1. Gradient (2) and parameter (3) sharding are FSDP's.
-_MEGATRON_DDP = ("megatron-lm", "nemo", "megatron-bridge")
+# The ZeRO stages of Megatron's own data parallelism, where a source prints none. Megatron-LM
+# and Megatron-Core (under NeMo 2 and Megatron-Bridge, Megatron-FSDP off): DDP, or DDP with
+# the distributed optimizer, which shards the optimizer state and keeps a whole gradient
+# buffer on every rank (Megatron-LM docs/user-guide/features/dist_optimizer.md at d98e8a6:
+# 6 + 12/d bytes per parameter with BF16 parameters and FP32 gradients), i.e. ZeRO 1. NeMo
+# 1.x (the 'nemo' rows: NeMo 24.07 and before) also offered Apex's DistributedFusedAdam, its
+# 'distributed_fused_adam' optimizer, which "implements the ZeRO-2 algorithm, which
+# distributes the optimizer state and gradients" (apex/contrib/optimizers/
+# distributed_fused_adam.py, class docstring). Parameter sharding (3) is FSDP's.
+_ZERO_STAGES = {"megatron-lm": (0, 1), "megatron-bridge": (0, 1), "nemo": (0, 1, 2)}
 
 
 def zero_stages_of(run) -> tuple | None:
     """The ZeRO stages ``run``'s stack offers where its source prints none (chapter 27):
-    ``(0, 1)`` for Megatron's DDP (module notes), ``None`` (every stage) otherwise, and
-    ``None`` when the source printed the stage (the printed value is fixed instead)."""
+    Megatron's DDP and distributed optimizer, ``(0, 1)``, and NeMo 1.x's ZeRO-2 optimizer
+    too, ``(0, 1, 2)`` (module notes); ``None`` (every stage) for another stack, and when
+    the source printed the stage (the printed value is fixed instead)."""
     if "zero" in _runs.printed_fields(run):
         return None
-    return (0, 1) if getattr(run, "software", "") in _MEGATRON_DDP else None
+    return _ZERO_STAGES.get(getattr(run, "software", ""))
 
 
 def run_keywords(run) -> dict:
