@@ -521,6 +521,7 @@ SOURCE_KEYS = (
     ("Llama-3.1", "dubey2024llama3"),
     ("arXiv:2407.21783", "dubey2024llama3"),
     ("arXiv:2406.11704", "nvidia2024nemotron4340b"),
+    ("megatron/core/transformer/moe/README.md", "nvidia-mcore-moe-readme"),
     ("arXiv:2401.04088", "jiang2024mixtral"),
     ("Mixtral-8x22B", "mistral2024mixtral8x22b"),
     ("arXiv:2310.06825", "jiang2023mistral7b"),

@@ -230,6 +230,8 @@ def _nemo(name, model, gpus, tp, pp, cp, vpp, mb, batch, seq, tokens, tflops, so
 # The rest of NeMo 24.07's pretraining table (its Nemotron-8B and Nemotron-22B rows are left
 # out: the benchmark's vocabulary for them is not printed), and Nemotron-4 340B's own run.
 _N4 = "NVIDIA 2024, 'Nemotron-4 340B Technical Report', arXiv:2406.11704"
+_MCORE_MOE = ("NVIDIA Megatron-LM megatron/core/transformer/moe/README.md at 7f22e210 "
+              "(github.com/NVIDIA/Megatron-LM, November 2024)")
 _N4_LAUNCHER = ("NVIDIA NeMo-Megatron-Launcher launcher_scripts/conf/training/nemotron/"
                 "nemotron_340b.yaml (github.com/NVIDIA/NeMo-Megatron-Launcher, 4550dc9)")
 
@@ -562,6 +564,25 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
     _nemo("nemo-nemotron4-340b-128", "nemotron4-340b", 128, 8, 8, 1, 12, 1, 32, 4096, 322, 678,
           _NEMO_2407, "nemo-full", out_of_sample=True),
     PublishedRun(
+        name="mcore-mixtral-8x7b-64", model="mixtral-8x7b", gpu="h100-sxm", gpus=64, tp=1, pp=4,
+        dp=16, ep=8, vpp=8, micro_batch=1, global_batch=256, seq=4096, dtype="bf16",
+        tflops_per_gpu=438, convention="megatron-2024", peak=_H100, out_of_sample=True,
+        software="megatron-lm",
+        source=_MCORE_MOE + ": 'Mixtral 8X7B bf16 training to achieve 438 TFLOPS as of MCore "
+               "v0.8' and its 'Reference Best Parallel Mapping' of MCore v0.8 for Mixtral 8x7B "
+               "(dropless, all-to-all dispatcher, BF16, 64 GPUs, sequence 4096, TP 1, EP 8, PP "
+               "4, VP 8, MBS 1, GBS 256) on 8xH100 80GB HBM3 nodes with 8x400 Gbit/s "
+               "InfiniBand (PyTorch 24.04 container, Transformer Engine 1.9)",
+        note=("The TFLOP/s is Megatron-LM's own count (num_floating_point_operations, the "
+              "'megatron-2024' convention: top-2 routed experts, gated MLP; the router is not "
+              "counted), the headline figure of the README that prints the mapping, both stated "
+              "for MCore v0.8. Routing is the trained router's (dropless), not force-balanced; "
+              "recompute and the ZeRO stage are not printed, so plan.validate lets the planner "
+              "choose them. Experts split over the data-parallel replicas (EP 8 of DP 16, "
+              "expert-tensor-parallel size = TP = 1)."),
+        printed=frozenset({"tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch",
+                           "sequence_parallel"})),
+    PublishedRun(
         name="nemotron4-340b-6144", model="nemotron4-340b", gpu="h100-sxm", gpus=6144, tp=8,
         pp=12, dp=64, vpp=8, micro_batch=1, global_batch=2304, seq=4096, recompute="selective",
         sequence_parallel=True, dtype="bf16", step_time=8.0, mfu=0.41, convention="megatron-2024",
@@ -705,7 +726,7 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
 
 # The documents the rows come from, each named once (reference()).
 _DOCUMENTS = (_N21, _K22, _S22, _L24, _DS24, _README_GPT3, _BLOOM, _NEMO_2407, _BRIDGE_2602, _TT,
-              _BRIDGE_MOE, _TT_H200, _BRIDGE_DENSE, _TT_TP, _N4)
+              _BRIDGE_MOE, _TT_H200, _BRIDGE_DENSE, _TT_TP, _N4, _MCORE_MOE)
 
 
 def reference(run: PublishedRun) -> str:

@@ -64,6 +64,17 @@ def test_nemotron4_mfu_is_megatron_lms_2024_count():
         assert (abs(runs.tokens_per_second(other) / from_time - 1) < 0.005) == close, convention
 
 
+def test_megatron_2024_count_of_mixtral_by_hand():
+    # Megatron-LM's count for Mixtral 8x7B (h 4096, 32 layers, 32 heads of 128, 8 KV heads,
+    # top-2 of 8 SwiGLU experts of 14336, vocabulary 32000), written out from its terms
+    r = runs.get("mcore-mixtral-8x7b-64")
+    h, s, l = 4096, 4096, 32
+    per_seq = 12 * s * l * h * h * ((1 + 8 / 32 + s / h) + 14336 / h * 2 * 1.5
+                                    + 32000 / (2 * l * h))
+    assert runs.source_flops_per_step(r) == pytest.approx(256 * per_seq, rel=1e-12)
+    assert runs.tokens_per_second(r) == pytest.approx(438e12 * 64 / per_seq * s, rel=1e-12)
+
+
 def test_bloom_row_matches_its_log_line():
     # The README's log line prints samples per second (19.561) beside the step time: the
     # global batch over the step time must give it back.
@@ -100,6 +111,7 @@ def test_every_row_names_its_software(name):
               "torchtitan" if r.name.startswith("torchtitan") else
               "hai-llm" if r.name == "deepseek-v3-2048" else
               "nemo" if r.name.startswith(("nemo", "nemotron4")) else "megatron-lm")
+    # (mcore-*: Megatron-Core's own README, run with Megatron-LM's pretrain script)
     assert r.software == expect
     if r.cluster:
         assert hardware.node(r.cluster).accelerator == r.gpu
@@ -121,7 +133,7 @@ def test_sources_cite_documents_not_how_they_were_looked_up():
         for words in ("not reached", "search tool", "second pass", "not stored", "curriculum"):
             assert words not in (r.source + " " + r.note).lower(), (r.name, words)
     # one document per paper, README or performance table
-    assert len({runs.reference(r) for r in runs.runs()}) == 15
+    assert len({runs.reference(r) for r in runs.runs()}) == 16
 
 
 # Issue 22's rows: torchtitan's FSDP2 benchmark and Megatron-Bridge's MoE tables, added after
@@ -144,11 +156,12 @@ DEEPSEEK = {"deepseek-v3-2048"}
 # dense Megatron rows added in session 25: the rest of NeMo 24.07's table and Nemotron-4 340B
 DENSE_LATER = {"nemo-llama2-7b-8", "nemo-llama2-13b-16", "nemo-llama3-8b-8",
                "nemo-nemotron4-340b-128", "nemotron4-340b-6144"}
+MIXTRAL = {"mcore-mixtral-8x7b-64"}         # Megatron-Core's MoE README, also session 25
 
 
 def test_out_of_sample_rows_are_issue_22s():
     assert ({r.name for r in runs.runs() if r.out_of_sample}
-            == TORCHTITAN | BRIDGE_FSDP | BRIDGE_MOE | DEEPSEEK | DENSE_LATER)
+            == TORCHTITAN | BRIDGE_FSDP | BRIDGE_MOE | DEEPSEEK | DENSE_LATER | MIXTRAL)
     assert len([r for r in runs.runs() if not r.out_of_sample]) == 31
 
 
