@@ -779,3 +779,20 @@ def test_from_hf_config_bad_sources(tmp_path):
         models.from_hf_config(42)
     with pytest.raises(ValueError, match="the config dict"):
         models.from_hf_config(_drop(LLAMA3_8B, "vocab_size"))
+
+
+def test_from_hf_config_nemotron():
+    # transformers' NemotronConfig field names with Nemotron-4 340B's figures (the report's;
+    # written here, not copied from a published file): the catalog's model, field by field
+    data = {"architectures": ["NemotronForCausalLM"], "model_type": "nemotron",
+            "hidden_act": "relu2", "hidden_size": 18432, "intermediate_size": 73728,
+            "num_hidden_layers": 96, "num_attention_heads": 96, "num_key_value_heads": 8,
+            "head_dim": None, "max_position_embeddings": 4096, "vocab_size": 256000,
+            "norm_eps": 1e-5, "partial_rotary_factor": 0.5, "rope_theta": 10000.0,
+            "tie_word_embeddings": False, "attention_bias": False, "mlp_bias": False,
+            "torch_dtype": "bfloat16"}
+    cfg = models.from_hf_config(data)
+    catalog = models.get("nemotron4-340b")
+    assert dataclasses.replace(cfg, name=catalog.name, source=catalog.source) == catalog
+    with pytest.raises(ValueError, match="hidden_act"):
+        models.from_hf_config(dict(data, hidden_act="silu"))

@@ -5,12 +5,13 @@ import itertools
 
 import pytest
 import torch
+import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils.flop_counter import FlopCounterMode
 
 from dtbook import models
-from dtbook.nn import TinyTransformer, component_counts
+from dtbook.nn import MLP, TinyTransformer, component_counts
 
 torch.set_num_threads(1)
 
@@ -90,7 +91,8 @@ def random_configs(draw):
     heads = kv * draw(st.integers(1, 3))
     kw = dict(hidden=heads * 2 * draw(st.integers(1, 4)), layers=draw(st.integers(1, 3)), heads=heads,
               kv_heads=kv, ffn_hidden=draw(st.integers(1, 24)), vocab=draw(st.integers(2, 40)),
-              max_seq=draw(st.integers(1, 12)), mlp=draw(st.sampled_from(["swiglu", "gelu"])),
+              max_seq=draw(st.integers(1, 12)),
+              mlp=draw(st.sampled_from(["swiglu", "gelu", "geglu", "relu2"])),
               attn_bias=draw(st.booleans()), mlp_bias=draw(st.booleans()),
               tied_embeddings=draw(st.booleans()), positions=draw(st.sampled_from(["rotary", "learned"])),
               final_norm=draw(st.booleans()))
@@ -190,3 +192,17 @@ def test_catalog_config_builds_on_meta_device(name):
     with torch.device("meta"):
         model = TinyTransformer(cfg)
     assert numel(model) == cfg.num_params()
+
+
+def test_mlp_kinds_compute_their_activation():
+    # each MLP kind by hand: gated ones multiply act(gate x) by up x, plain ones act(up x)
+    torch.manual_seed(0)
+    x = torch.randn(3, 8)
+    acts = {"swiglu": F.silu, "geglu": lambda y: F.gelu(y, approximate="tanh"), "gelu": F.gelu,
+            "relu2": lambda y: torch.relu(y) ** 2}
+    for kind, act in acts.items():
+        cfg = small(hidden=8, ffn_hidden=5, mlp=kind)
+        mlp = MLP(cfg, cfg.ffn_hidden)
+        inner = act(mlp.gate(x)) * mlp.up(x) if cfg.gated_mlp else act(mlp.up(x))
+        assert torch.allclose(mlp(x), mlp.down(inner)), kind
+        assert hasattr(mlp, "gate") == (kind in ("swiglu", "geglu"))

@@ -30,11 +30,11 @@ _HF_IGNORED = frozenset({
     "tie_encoder_decoder", "use_return_dict", "max_window_layers", "swiglu_alpha", "swiglu_limit",
     "experts_per_token", "initial_context_length", "attn_logit_softcapping",
     "final_logit_softcapping", "query_pre_attn_scalar", "cache_implementation",
-    "sliding_window_size",
+    "sliding_window_size", "norm_eps", "partial_rotary_factor",
 })
 
 _HF_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "deepseek_v2", "deepseek_v3",
-             "gpt_oss", "gemma2", "qwen3", "qwen3_moe")
+             "gpt_oss", "gemma2", "qwen3", "qwen3_moe", "nemotron")
 
 
 class _Fields:
@@ -131,13 +131,14 @@ def from_hf_config(source) -> TransformerConfig:
     holding one, or the parsed dict). (Chapter 01; the planner's ``dtbook plan --config``.)
 
     ``model_type`` decides the field names: ``llama``, ``mistral``, ``mixtral``, ``qwen2``,
-    ``qwen2_moe``, ``qwen3``, ``qwen3_moe``, ``deepseek_v2``, ``deepseek_v3``, ``gpt_oss`` and
-    ``gemma2``, as transformers names them
+    ``qwen2_moe``, ``qwen3``, ``qwen3_moe``, ``deepseek_v2``, ``deepseek_v3``, ``gpt_oss``,
+    ``gemma2`` and ``nemotron``, as transformers names them
     (``num_local_experts`` for Mixtral, ``num_experts`` and ``shared_expert_intermediate_size``
     for Qwen2-MoE, ``n_routed_experts``, ``first_k_dense_replace``, ``q_lora_rank``,
     ``kv_lora_rank`` ... for DeepSeek). What each type implies that the file does not say is
     transformers' model code: Qwen2 puts biases on q, k, v (not o) and gates its shared expert;
-    Qwen3 normalises q and k per head and has no shared expert;
+    Qwen3 normalises q and k per head and has no shared expert; Nemotron has a squared-ReLU
+    MLP without a gate and LayerNorms with a bias (``NemotronLayerNorm1P``);
     gpt-oss has biases on every projection, router and expert and one attention sink per head,
     and its ``layer_types`` give the sliding-window pattern; Gemma 2 has a gated GELU MLP, four
     norms per block, a tied head and a 4096 window on every other block, windowed first;
@@ -173,10 +174,14 @@ def from_hf_config(source) -> TransformerConfig:
                   sliding_window=r.int("sliding_window", 4096))
         if "layer_types" not in data:  # transformers' Gemma2: block i windowed when i is even
             kw["global_every"] = 2
+    elif kind == "nemotron":  # squared ReLU, no gate; LayerNorm with weight and bias ("1P")
+        r.must("hidden_act", ("relu2",), "relu2")
+        kw.update(mlp="relu2", norm="layernorm", norm_bias=True,
+                  attn_bias=r.bool("attention_bias"), mlp_bias=r.bool("mlp_bias"))
     else:
         r.must("hidden_act", ("silu",), "silu")
     if kind in ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "gpt_oss", "gemma2", "qwen3",
-                "qwen3_moe"):
+                "qwen3_moe", "nemotron"):
         head_dim = r.int("head_dim", hidden // heads, nullable=True) or hidden // heads
         if head_dim != hidden // heads or hidden % heads:
             kw["explicit_head_dim"] = head_dim
