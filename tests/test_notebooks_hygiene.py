@@ -86,6 +86,10 @@ def test_glue_names_and_labels_are_unique_and_defined():
         # A name counts as defined when a code cell spells it as a string literal: cells may
         # glue from a loop over a dict, so a regex for glue("...") alone would be too narrow.
         literals = set(re.findall(r"[\"'](ch\d\w*)[\"']", code))
+        # a name glued twice in one notebook is a build error (mystnb: 'glue key ... duplicate')
+        direct = re.findall(r"glue\(\s*[\"'](ch\d\w*)[\"']", code)
+        twice = sorted({n for n in direct if direct.count(n) > 1})
+        assert not twice, f"{path.name} glues {twice} more than once"
         for name in literals:
             assert name not in seen_glue, f"glue name {name} used in {path.name} and {seen_glue[name]}"
             seen_glue[name] = path.name
