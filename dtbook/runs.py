@@ -226,9 +226,10 @@ def _nemo(name, model, gpus, tp, pp, cp, vpp, mb, batch, seq, tokens, tflops, so
                         f"CP {cp}, VP {vpp}: {tokens} tokens/s/GPU, {tflops} model TFLOP/s/GPU)")
 
 
-# Dense rows added in session 25, after every mechanism they use was written: out of sample.
+# Rows added after the FSDP2 and MoE rows, with no mechanism written for them: out of sample.
 # The rest of NeMo 24.07's pretraining table (its Nemotron-8B and Nemotron-22B rows are left
-# out: the benchmark's vocabulary for them is not printed), and Nemotron-4 340B's own run.
+# out: the benchmark's vocabulary for them is not printed), Nemotron-4 340B's own run, and
+# Megatron-Core's reference Mixtral 8x7B run.
 _N4 = "NVIDIA 2024, 'Nemotron-4 340B Technical Report', arXiv:2406.11704"
 _MCORE_MOE = ("NVIDIA Megatron-LM megatron/core/transformer/moe/README.md at 7f22e210 "
               "(github.com/NVIDIA/Megatron-LM, November 2024)")
@@ -598,7 +599,8 @@ _RUNS: dict[str, PublishedRun] = {r.name: r for r in (
               "the layout and batch; the micro-batch, the interleaving depth (VP 8), selective "
               "recompute, sequence parallelism and BF16 are NVIDIA's published launcher "
               "configuration for this model at this scale, taken as the run's. The ZeRO stage "
-              "is not printed (Megatron's DDP: 0 or 1, plan.validate.zero_stages_of)."),
+              "is not printed (NeMo 1.x: 0, 1 or 2, plan.validate.zero_stages_of; the "
+              "launcher's optimizer is Apex's ZeRO-2 distributed_fused_adam)."),
         printed=frozenset({"tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "recompute",
                            "sequence_parallel"})),
     _nemo("bridge-llama3-70b-64", "llama3-70b", 64, 4, 8, 1, 5, 1, 256, 8192, 1621, 728,
@@ -780,7 +782,11 @@ def source_flops_per_step(run: PublishedRun) -> float:
     if run.convention in ("megatron-hfu", "megatron-mfu"):      # with and without recompute
         return megatron_step_flops(B, s, l, h, V, recompute=run.convention == "megatron-hfu")
     if run.convention == "megatron-2024":
-        # Megatron-LM's num_floating_point_operations at df61e60: GQA, gated MLP, routed experts
+        # Megatron-LM's num_floating_point_operations at df61e60: GQA, gated MLP, routed experts,
+        # and padded_vocab_size: the vocabulary rounded up to a multiple of 128 x TP
+        # (make_vocab_size_divisible_by, default 128; _vocab_size_with_padding)
+        multiple = 128 * run.tp
+        V = -(-V // multiple) * multiple
         q = cfg.heads * cfg.head_dim / h
         routed, width = ((cfg.experts_per_token, cfg.moe_ffn_hidden) if cfg.is_moe
                          else (1, cfg.ffn_hidden))

@@ -73,6 +73,12 @@ def test_megatron_2024_count_of_mixtral_by_hand():
                                     + 32000 / (2 * l * h))
     assert runs.source_flops_per_step(r) == pytest.approx(256 * per_seq, rel=1e-12)
     assert runs.tokens_per_second(r) == pytest.approx(438e12 * 64 / per_seq * s, rel=1e-12)
+    # the vocabulary term reads Megatron's padded vocabulary: a multiple of 128 x TP (32000 is
+    # one at TP 1; at TP 8 it pads to 32768)
+    tp8 = dataclasses.replace(r, tp=8, dp=2)
+    padded = 12 * s * l * h * h * ((1 + 8 / 32 + s / h) + 14336 / h * 2 * 1.5
+                                   + 32768 / (2 * l * h))
+    assert runs.source_flops_per_step(tp8) == pytest.approx(256 * padded, rel=1e-12)
 
 
 def test_bloom_row_matches_its_log_line():
@@ -153,10 +159,10 @@ BRIDGE_MOE = {"bridge-deepseek-v3-1024", "bridge-qwen3-235b-256", "bridge-qwen3-
               "bridge-qwen3-30b-16-vp12", "bridge-qwen3-30b-16-ep16",
               "bridge-gpt-oss-120b-64", "bridge-gpt-oss-120b-64-2604"}
 DEEPSEEK = {"deepseek-v3-2048"}
-# dense Megatron rows added in session 25: the rest of NeMo 24.07's table and Nemotron-4 340B
+# dense Megatron rows added after those: the rest of NeMo 24.07's table and Nemotron-4 340B
 DENSE_LATER = {"nemo-llama2-7b-8", "nemo-llama2-13b-16", "nemo-llama3-8b-8",
                "nemo-nemotron4-340b-128", "nemotron4-340b-6144"}
-MIXTRAL = {"mcore-mixtral-8x7b-64"}         # Megatron-Core's MoE README, also session 25
+MIXTRAL = {"mcore-mixtral-8x7b-64"}         # Megatron-Core's MoE README, added with them
 
 
 def test_out_of_sample_rows_are_issue_22s():
